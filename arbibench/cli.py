@@ -63,6 +63,93 @@ def train(
         console.print(f"exported {card}")
 
 
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError)
+
+
+def _fail(e: Exception) -> None:
+    console.print(f"[bold red]error:[/] {e}")
+    raise typer.Exit(2)
+
+
+@app.command("eval")
+def eval_(
+    model: str = typer.Option(..., "--model", "-m", help="Zoo model name (see `arbibench zoo list`)."),
+    attacks: str = typer.Option("fgsm,pgd", help="Comma-separated attacks, run in this order."),
+    n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Number of test images."),
+    eps: str = typer.Option("8/255", help="Perturbation budget, e.g. 8/255 or 0.5."),
+    threat_model: str = typer.Option("Linf", "--threat-model", "-t", help="Linf or L2."),
+    dataset: str = typer.Option("cifar10", help="cifar10 or imagenet."),
+    batch_size: int = typer.Option(200, help="Images per batch (one store transaction each)."),
+    seed: int = typer.Option(0, help="Seed of the attacks' random starts."),
+    subset_seed: int | None = typer.Option(
+        None, help="Draw the images at random with this seed instead of taking the first N."
+    ),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite results store; reruns resume from it."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the result as JSON to this file."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """Evaluate a zoo model under white-box attacks and print ACC, ACC*, ACC_norm, RS and the worst case.
+
+    Only correctly classified images are attacked; every adversarial batch is verified against the threat model
+    before it counts, and each finished batch is committed to the store, so an interrupted run resumes.
+    """
+    from arbibench.attacks import parse_eps
+    from arbibench.evaluation.benchmark import benchmark
+
+    try:
+        result = benchmark(
+            model,
+            n_examples,
+            dataset,
+            threat_model,
+            parse_eps(eps),
+            [a.strip() for a in attacks.split(",") if a.strip()],
+            data_dir=data_dir,
+            device=device,
+            batch_size=batch_size,
+            seed=seed,
+            subset_seed=subset_seed,
+            store=store,
+            console=console,
+        )
+    except USER_ERRORS as e:
+        _fail(e)
+    console.print(result.table())
+    for flag, meaning in result.flags.items():
+        console.print(f"[yellow]flag {flag}[/]: {meaning}")
+    if json_out is not None:
+        console.print(f"wrote {result.save_json(json_out)}")
+
+
+zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
+app.add_typer(zoo_app, name="zoo")
+
+
+@zoo_app.command("list")
+def zoo_list() -> None:
+    """List the zoo: name, method, backbone, parameters, clean accuracy and whether the checkpoint is present."""
+    from rich.table import Table
+
+    from arbibench.models.zoo import zoo_rows
+
+    table = Table(title="arbibench model zoo")
+    for col in ("name", "dataset", "method", "backbone", "params", "clean acc (10k test)", "checkpoint"):
+        table.add_column(col)
+    for row in zoo_rows():
+        acc = "" if row["clean_acc"] is None else f"{row['clean_acc']:.4f}"
+        table.add_row(
+            row["name"],
+            row["dataset"],
+            row["method"],
+            row["arch"],
+            f"{row['params']:,}",
+            acc,
+            "present" if row["present"] else "[red]missing[/]",
+        )
+    console.print(table)
+
+
 def main() -> None:
     app()
 

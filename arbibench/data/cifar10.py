@@ -106,10 +106,13 @@ def _pickle_files(root: Path, split: str) -> list[Path] | None:
 def _read_pickle(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for f in files:
-        with open(f, "rb") as fh:
-            d = pickle.load(fh, encoding="bytes")  # noqa: S301 - only reached with allow_pickle=True
-        xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-        ys.append(np.asarray(d[b"labels"], dtype=np.int64))
+        try:
+            with open(f, "rb") as fh:
+                d = pickle.load(fh, encoding="bytes")  # noqa: S301 - only reached with allow_pickle=True
+            xs.append(np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+            ys.append(np.asarray(d[b"labels"], dtype=np.int64))
+        except Exception as e:  # truncated pickle, wrong keys or shapes: all mean a corrupt batch file
+            raise DataFormatError(f"cannot read CIFAR-10 pickle batch {f}: {e!r}. Delete it and rerun.") from e
     return np.concatenate(xs), np.concatenate(ys)
 
 

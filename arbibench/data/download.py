@@ -8,6 +8,7 @@ therefore leaves nothing that a later run could mistake for a dataset.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import shutil
 import tarfile
 import tempfile
@@ -38,7 +39,7 @@ def _fetch(url: str, dest: Path, timeout: float) -> None:
                     progress.advance(task, len(chunk))
             if total is not None and out.tell() != total:
                 raise DownloadError(f"download of {url} stopped after {out.tell()} of {total} bytes; rerun to retry.")
-    except OSError as e:  # URLError, HTTPError, timeouts, connection resets
+    except (OSError, http.client.HTTPException) as e:  # URLError, HTTPError, timeouts, resets, cut chunked bodies
         raise DownloadError(f"cannot download {url}: {e}. Check the network or place the data by hand.") from e
 
 
@@ -86,7 +87,11 @@ def download_and_extract(
         extracted = Path(tmp) / "extracted"
         try:
             with tarfile.open(archive) as tar:
-                tar.extractall(extracted, members=_safe_members(tar))
+                members = _safe_members(tar)
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.12: also let tarfile refuse odd members
+                    tar.extractall(extracted, members=members, filter="data")
+                else:
+                    tar.extractall(extracted, members=members)
         except (tarfile.TarError, EOFError, OSError) as e:
             raise DownloadError(f"cannot extract {url}: {e}. Nothing was kept; rerun to retry.") from e
         if not (extracted / expect).is_dir():

@@ -83,7 +83,7 @@ class CifarResNet(nn.Module):
         self.act1 = _activation(method.activation)
         layers: list[nn.Module] = []
         in_planes = 16
-        for planes, n, stride in zip((16, 32, 64), num_blocks, (1, 2, 2)):
+        for planes, n, stride in zip((16, 32, 64), num_blocks, (1, 2, 2), strict=True):
             for i in range(n):
                 layers.append(BasicBlock(in_planes, planes, stride if i == 0 else 1, method))
                 in_planes = planes

@@ -99,6 +99,28 @@ def load_model(
     return model.eval().to(device or "cpu")
 
 
+def zoo_rows(model_dir: str | os.PathLike | None = None) -> list[dict]:
+    """One row per zoo entry, with its card's clean accuracy when the card exists."""
+    rows = []
+    for entry in ZOO.values():
+        folder = Path(model_dir or CHECKPOINT_DIR)
+        card_path = folder / f"{entry.name}.json"
+        card = json.loads(card_path.read_text()) if card_path.is_file() else {}
+        model = ARCHITECTURES[entry.arch](entry.method)
+        rows.append(
+            {
+                "name": entry.name,
+                "dataset": entry.dataset,
+                "method": entry.method,
+                "arch": entry.arch,
+                "params": sum(p.numel() for p in model.parameters()),
+                "clean_acc": card.get("clean_acc"),
+                "present": (folder / entry.filename).is_file(),
+            }
+        )
+    return rows
+
+
 def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.PathLike | None = None) -> Path:
     """Copy a finished run's weights into the zoo folder and write its model card; returns the card path."""
     run_dir, zoo = Path(run_dir), Path(zoo_dir or CHECKPOINT_DIR)

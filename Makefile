@@ -1,0 +1,35 @@
+# `make demo` and `make test` set everything up on a fresh machine (a .venv in this folder), then run.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+# The real data folder beside the repository, when there is one; otherwise arbibench downloads CIFAR-10.
+ARBIBENCH_DATA ?= $(if $(wildcard ../shared/data/cifar10),$(abspath ../shared/data),)
+export ARBIBENCH_DATA
+DEMO_STORE ?= runs/demo.db
+
+.PHONY: install test lint demo clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check arbibench tests benchmarks
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	mkdir -p runs
+	$(VENV)/bin/arbibench eval --model resnet20_fp --attacks fgsm,pgd --n-examples 1000 --eps 8/255 \
+		--store $(DEMO_STORE) --json runs/demo_resnet20_fp.json
+	$(VENV)/bin/arbibench eval --model resnet20_bnn --attacks fgsm,pgd --n-examples 1000 --eps 8/255 \
+		--store $(DEMO_STORE) --json runs/demo_resnet20_bnn.json
+
+clean:
+	rm -rf $(VENV) runs/demo.db* .pytest_cache .hypothesis

@@ -1,0 +1,112 @@
+"""The result of a benchmark: ARBiBench metrics, per-sample outcomes, flags, and how to show or save them."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+from rich.table import Table
+
+from arbibench.evaluation.metrics import RobustnessReport
+from arbibench.evaluation.store import Outcomes
+
+
+def format_eps(eps: float) -> str:
+    """8/255 rather than 0.031372549, when eps is a small fraction of 255."""
+    frac = Fraction(eps).limit_denominator(255)
+    if frac.denominator == 255 and abs(float(frac) - eps) < 1e-12:
+        return f"{frac.numerator}/255"
+    return f"{eps:g}"
+
+
+@dataclass
+class BenchmarkResult:
+    model_name: str
+    dataset: str
+    threat_model: str
+    eps: float
+    indices: np.ndarray
+    subset: str  # how the samples were chosen, in words
+    report: RobustnessReport
+    clean: Outcomes
+    outcomes: dict[str, Outcomes]
+    seconds: dict[str, float]
+    flags: dict[str, str] = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def clean_acc(self) -> float:
+        return self.report.acc
+
+    @property
+    def robust_acc(self) -> float:
+        """Worst case over the attacks, per sample (RobustBench's robust accuracy)."""
+        return self.report.worst_case_acc
+
+    def to_dict(self) -> dict:
+        attacks = {}
+        for m in self.report.to_dict()["attacks"]:
+            out = self.outcomes[m["attack"]]
+            attacked = out.clean_correct
+            m["mean_perturbation"] = float(out.perturbation[attacked].mean()) if attacked.any() else 0.0
+            m["seconds"] = round(self.seconds.get(m["attack"], 0.0), 3)
+            attacks[m["attack"]] = m
+        report = self.report.to_dict()
+        report["attacks"] = attacks
+        return {
+            "model": self.model_name,
+            "dataset": self.dataset,
+            "threat_model": self.threat_model,
+            "eps": self.eps,
+            "eps_text": format_eps(self.eps),
+            "subset": self.subset,
+            "seed": self.seed,
+            "n_examples": int(len(self.indices)),
+            "indices": self.indices.tolist(),
+            **report,
+            "flags": self.flags,
+        }
+
+    def save_json(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`to_dict` atomically (a crash never leaves half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        os.replace(tmp, path)
+        return path
+
+    def table(self) -> Table:
+        r = self.report
+        title = f"{self.model_name} — {self.dataset}, {self.subset}, {self.threat_model} eps={format_eps(self.eps)}"
+        t = Table(title=title, title_justify="left")
+        t.add_column("attack")
+        t.add_column("accuracy", justify="right")
+        t.add_column("95% CI", justify="right")
+        t.add_column("ACC_norm", justify="right")
+        t.add_column("time", justify="right")
+
+        def ci(iv: tuple[float, float]) -> str:
+            return f"[{iv[0]:.3f}, {iv[1]:.3f}]"
+
+        t.add_row("clean (ACC)", f"{r.acc:.4f}", ci(r.acc_interval), "", f"{self.seconds.get('clean', 0):.0f} s")
+        for m in r.attacks:
+            t.add_row(
+                f"{m.attack} (ACC*)",
+                f"{m.acc_star:.4f}",
+                ci(m.interval),
+                f"{m.acc_norm:.4f}",
+                f"{self.seconds.get(m.attack, 0):.0f} s",
+            )
+        t.add_section()
+        t.add_row(
+            "worst case", f"{r.worst_case_acc:.4f}", ci(r.worst_case_interval), f"{r.worst_case_acc_norm:.4f}", ""
+        )
+        n = len(r.attacks)
+        t.caption = f"RS = {r.rs:.4f} (sum of ACC_norm over {n} attacks, max {n})   RS_mean = {r.rs_mean:.4f}"
+        t.caption_justify = "left"
+        return t

@@ -1,0 +1,184 @@
+"""The results store: SQLite, one transaction per finished batch, keyed by content hashes.
+
+An *evaluation* is one (model weights, data samples, threat model, attack configuration, seed, batch size); its key
+is the sha256 of those. A batch is written together with its per-sample outcomes in a single transaction, so a run
+killed at any moment leaves only whole batches behind; a rerun skips them and can never count a sample twice
+(``PRIMARY KEY (eval_key, sample_index)`` makes a duplicate an error, not a silent double count).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS evaluations (
+    eval_key    TEXT PRIMARY KEY,
+    model_hash  TEXT NOT NULL,
+    model_name  TEXT NOT NULL,
+    attack      TEXT NOT NULL,
+    spec        TEXT NOT NULL,      -- JSON: everything hashed into eval_key
+    created     REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batches (
+    eval_key    TEXT NOT NULL REFERENCES evaluations(eval_key),
+    batch_index INTEGER NOT NULL,
+    n_samples   INTEGER NOT NULL,
+    seconds     REAL NOT NULL,
+    PRIMARY KEY (eval_key, batch_index)
+);
+CREATE TABLE IF NOT EXISTS outcomes (
+    eval_key      TEXT NOT NULL REFERENCES evaluations(eval_key),
+    sample_index  INTEGER NOT NULL,  -- position in the dataset split
+    batch_index   INTEGER NOT NULL,
+    clean_correct INTEGER NOT NULL,
+    adv_correct   INTEGER NOT NULL,
+    perturbation  REAL NOT NULL,     -- norm of x_adv - x in the threat model's norm (0 if not attacked)
+    queries       INTEGER,           -- model queries spent on the sample (black-box attacks)
+    PRIMARY KEY (eval_key, sample_index)
+);
+CREATE TABLE IF NOT EXISTS flags (
+    eval_key TEXT NOT NULL REFERENCES evaluations(eval_key),
+    flag     TEXT NOT NULL,
+    detail   TEXT NOT NULL,
+    PRIMARY KEY (eval_key, flag)
+);
+"""
+
+
+def hash_json(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def hash_model(model: torch.nn.Module) -> str:
+    """sha256 of the model class and every tensor of its state dict: the identity of the weights evaluated."""
+    h = hashlib.sha256(type(model).__qualname__.encode())
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def hash_indices(indices: Sequence[int] | np.ndarray | torch.Tensor) -> str:
+    arr = np.asarray(indices.cpu() if isinstance(indices, torch.Tensor) else indices, dtype=np.int64)
+    return hashlib.sha256(arr.tobytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """Per-sample outcome of one evaluation, ordered by sample index."""
+
+    sample_index: np.ndarray
+    clean_correct: np.ndarray
+    adv_correct: np.ndarray
+    perturbation: np.ndarray
+    queries: np.ndarray  # -1 where not recorded
+
+
+class ResultStore:
+    """SQLite-backed store of per-sample outcomes; safe to reopen after a crash."""
+
+    def __init__(self, path: str | os.PathLike = "arbibench.db") -> None:
+        self.path = Path(path)
+        if self.path.exists() and self.path.is_dir():
+            raise IsADirectoryError(f"result store {self.path} is a directory; pass a file path such as results.db")
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=30.0)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise ValueError(
+                f"{self.path} is not an arbibench result store ({e}); pass another --store path or move the file."
+            ) from e
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def register(self, model_hash: str, model_name: str, attack: str, spec: dict) -> str:
+        """Create (or find) the evaluation for ``spec`` and return its key."""
+        key = hash_json({"model_hash": model_hash, **spec})
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?, ?)",
+                (key, model_hash, model_name, attack, json.dumps(spec, sort_keys=True), time.time()),
+            )
+        return key
+
+    def done_batches(self, eval_key: str) -> set[int]:
+        rows = self.conn.execute("SELECT batch_index FROM batches WHERE eval_key = ?", (eval_key,))
+        return {r[0] for r in rows}
+
+    def commit_batch(
+        self,
+        eval_key: str,
+        batch_index: int,
+        sample_index: Iterable[int],
+        clean_correct: Iterable[bool],
+        adv_correct: Iterable[bool],
+        perturbation: Iterable[float],
+        queries: Iterable[int | None] | None = None,
+        seconds: float = 0.0,
+    ) -> None:
+        """Write one finished batch and its outcomes atomically."""
+        idx = [int(i) for i in sample_index]
+        cc = [int(bool(c)) for c in clean_correct]
+        ac = [int(bool(a)) for a in adv_correct]
+        pert = [float(p) for p in perturbation]
+        qs = [None if q is None else int(q) for q in queries] if queries is not None else [None] * len(idx)
+        if not (len(idx) == len(cc) == len(ac) == len(pert) == len(qs)):
+            raise ValueError("commit_batch: per-sample columns have different lengths")
+        if any(a and not c for a, c in zip(ac, cc, strict=True)):
+            raise ValueError("commit_batch: a sample misclassified on clean input cannot count as robust")
+        with self.conn:
+            self.conn.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?)", (eval_key, batch_index, len(idx), float(seconds))
+            )
+            self.conn.executemany(
+                "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(eval_key, i, batch_index, c, a, p, q) for i, c, a, p, q in zip(idx, cc, ac, pert, qs, strict=True)],
+            )
+
+    def add_flag(self, eval_key: str, flag: str, detail: str) -> None:
+        with self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO flags VALUES (?, ?, ?)", (eval_key, flag, detail))
+
+    def flags(self, eval_key: str) -> dict[str, str]:
+        rows = self.conn.execute("SELECT flag, detail FROM flags WHERE eval_key = ? ORDER BY flag", (eval_key,))
+        return dict(rows.fetchall())
+
+    def outcomes(self, eval_key: str) -> Outcomes:
+        rows = self.conn.execute(
+            "SELECT sample_index, clean_correct, adv_correct, perturbation, COALESCE(queries, -1) "
+            "FROM outcomes WHERE eval_key = ? ORDER BY sample_index",
+            (eval_key,),
+        ).fetchall()
+        arr = np.array(rows, dtype=np.float64).reshape(-1, 5)
+        return Outcomes(
+            sample_index=arr[:, 0].astype(np.int64),
+            clean_correct=arr[:, 1].astype(bool),
+            adv_correct=arr[:, 2].astype(bool),
+            perturbation=arr[:, 3],
+            queries=arr[:, 4].astype(np.int64),
+        )
+
+    def batch_seconds(self, eval_key: str) -> float:
+        row = self.conn.execute("SELECT COALESCE(SUM(seconds), 0) FROM batches WHERE eval_key = ?", (eval_key,))
+        return float(row.fetchone()[0])

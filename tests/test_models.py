@@ -1,0 +1,39 @@
+"""ResNet-20 and its BNN twin: shapes, which layers are binary, gradients flow to the input."""
+
+import pytest
+import torch
+
+from arbibench.models.resnet import resnet20
+from arbibench.nn import BinaryConv2d, count_binary_layers
+
+
+@pytest.mark.parametrize("method", ["fp", "bnn"])
+def test_forward_backward(method):
+    torch.manual_seed(0)
+    model = resnet20(method)
+    x = torch.rand(4, 3, 32, 32, requires_grad=True)
+    out = model(x)
+    assert out.shape == (4, 10)
+    out.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    assert sum(p.numel() for p in model.parameters()) == 269_722
+
+
+def test_bnn_binarizes_the_18_inner_convs_only():
+    model = resnet20("bnn")
+    assert count_binary_layers(model) == 18
+    assert count_binary_layers(resnet20("fp")) == 0
+    assert not isinstance(model.conv1, BinaryConv2d)  # stem stays full precision
+    assert type(model.fc) is torch.nn.Linear  # classifier stays full precision
+
+
+def test_normalisation_lives_inside_the_model():
+    model = resnet20("fp").eval()
+    x = torch.full((1, 3, 32, 32), 0.5)
+    inner = (x - model.normalize.mean) / model.normalize.std
+    assert torch.allclose(model.normalize(x), inner)
+
+
+def test_unknown_method():
+    with pytest.raises(ValueError, match="known methods"):
+        resnet20("ternary")

@@ -1,0 +1,61 @@
+"""Training is deterministic given a seed and resumes after an interruption to the same weights."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+
+from arbibench.train import Recipe, augment, learning_rate, train
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class _InterruptError(Exception):
+    pass
+
+
+def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
+    recipe = Recipe(method="bnn", epochs=2, batch_size=64, train_examples=256, optimizer="adam", lr=1e-3)
+    full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=200)
+
+    def stop_after_first_epoch(msg):
+        if msg.startswith("epoch 1:"):
+            raise _InterruptError
+
+    with pytest.raises(_InterruptError):
+        train(recipe, tmp_path / "resumed", data_dir, log=stop_after_first_epoch, eval_examples=200)
+    assert json.loads((tmp_path / "resumed" / "state.json").read_text())["epoch"] == 0
+    resumed = train(recipe, tmp_path / "resumed", data_dir, log=lambda m: None, eval_examples=200)
+    assert _digest(tmp_path / "full" / "model.safetensors") == _digest(tmp_path / "resumed" / "model.safetensors")
+    assert resumed["clean_acc"] == full["clean_acc"]
+    assert len(resumed["history"]) == 2
+
+
+def test_resume_refuses_a_different_recipe(tmp_path, data_dir):
+    recipe = Recipe(method="fp", epochs=1, batch_size=64, train_examples=64)
+    train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=200)
+    recipe.lr = 0.05
+    with pytest.raises(ValueError, match="different recipe"):
+        train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=200)
+
+
+def test_augment_crops_and_flips_within_padding():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.arange(2 * 3 * 32 * 32, dtype=torch.int64).reshape(2, 3, 32, 32).to(torch.uint8)
+    out = augment(x, gen)
+    assert out.shape == x.shape and out.dtype == torch.uint8
+    # every output pixel is either padding (0) or a pixel of the same image and channel
+    for i in range(2):
+        for c in range(3):
+            values = set(x[i, c].flatten().tolist()) | {0}
+            assert set(out[i, c].flatten().tolist()) <= values
+
+
+def test_onecycle_schedule_shape():
+    r = Recipe(lr=0.2, schedule="onecycle", warmup_fraction=0.1)
+    assert learning_rate(r, 0, 100) == 0.0
+    assert learning_rate(r, 10, 100) == pytest.approx(0.2)
+    assert learning_rate(r, 100, 100) == pytest.approx(0.0, abs=1e-12)
