@@ -1,0 +1,174 @@
+"""The attack contract: a small configured object whose every result is verified before anyone can count it.
+
+An attack is a name, a frozen config dataclass (hashed by the store through :meth:`Attack.config_dict`), a flag
+saying whether it needs gradients, and :meth:`Attack.run`. Callers go through :meth:`Attack.__call__`, which
+validates the inputs, runs the attack and then checks the result against the threat model, so an out-of-budget
+perturbation raises instead of being reported as a success.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from arbibench.attacks.losses import LOSSES, LossFn
+from arbibench.attacks.threat import ThreatModel
+
+
+# -- config validation: each check names the parameter, so a bad value is easy to trace back to a CLI flag --------
+def require_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def require_positive_float(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def require_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def require_choice(name: str, value: Any, choices: tuple[str, ...] | list[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def require_loss(name: str, value: Any) -> None:
+    require_choice(name, value, list(LOSSES))
+
+
+@dataclass(frozen=True)
+class NoConfig:
+    """Config of an attack without parameters."""
+
+
+# -- gradients and predictions -------------------------------------------------------------------------------------
+def loss_gradient(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of the summed per-sample loss w.r.t. the input only, and the logits of that same forward pass.
+
+    ``torch.autograd.grad`` w.r.t. ``x`` leaves every parameter's ``.grad`` untouched, and ``enable_grad`` makes
+    the attack work when the caller evaluates under ``torch.no_grad()``. Non-finite gradient entries (a model that
+    overflows) become 0 / +-max so one bad pixel cannot turn the whole iterate into NaN.
+    """
+    with torch.enable_grad():
+        x_req = x.detach().requires_grad_(True)
+        logits = model(x_req)
+        loss = loss_fn(logits, y)
+        (grad,) = torch.autograd.grad(loss.sum(), x_req)
+    return torch.nan_to_num(grad.detach(), nan=0.0), logits.detach()
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Labels the deployed model gives (no-grad forward: exact binary activations, no surrogate arithmetic)."""
+    return model(x).argmax(dim=1)
+
+
+# -- the contract --------------------------------------------------------------------------------------------------
+class Attack(ABC):
+    """Base of all attacks. Subclasses set ``name``, ``needs_gradients``, ``Config`` and implement :meth:`run`."""
+
+    name: ClassVar[str] = ""
+    needs_gradients: ClassVar[bool] = True
+    Config: ClassVar[type] = NoConfig
+    config: Any  # an instance of Config, frozen
+
+    def __init__(self, config: Any | None = None, **params: Any) -> None:
+        if config is not None:
+            if params:
+                raise ValueError(f"{self.name}: pass either a config object or keyword parameters, not both")
+            if not isinstance(config, self.Config):
+                raise ValueError(f"{self.name}: config must be a {self.Config.__name__}, got {type(config).__name__}")
+            self.config = config
+            return
+        known = [f.name for f in fields(self.Config)]
+        for key in params:
+            if key not in known:
+                raise ValueError(
+                    f"unknown parameter {key!r} for attack {self.name!r}; known: {', '.join(known) or 'none'}"
+                )
+        self.config = self.Config(**params)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not (is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+            raise TypeError(f"{cls.__name__}.Config must be a frozen dataclass so that it can be hashed")
+        if any(f.name == "name" for f in fields(cls.Config)):
+            raise TypeError(f"{cls.__name__}.Config may not have a field called 'name' (config_dict uses it)")
+
+    def config_dict(self) -> dict[str, Any]:
+        """The attack's identity for the store: its name and every config value (JSON-serialisable)."""
+        return {"name": self.name, **asdict(self.config)}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in asdict(self.config).items())
+        return f"{type(self).__name__}({params})"
+
+    def __call__(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> torch.Tensor:
+        """Validated, verified attack: returns ``x_adv`` (detached, same shape) or raises."""
+        _validate_inputs(model, x, y, threat, generator)
+        x = x.detach()
+        if x.shape[0] == 0:
+            return x.clone()
+        modes = [m.training for m in model.modules()] if isinstance(model, nn.Module) else []
+        x_adv = self.run(model, x, y, threat, generator)
+        if isinstance(model, nn.Module) and [m.training for m in model.modules()] != modes:
+            raise RuntimeError(f"attack {self.name!r} changed the model's train/eval mode; attacks must not")
+        threat.verify(x_adv, x)
+        return x_adv.detach()
+
+    @abstractmethod
+    def run(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> torch.Tensor:
+        """The attack itself on a non-empty, validated batch; callers use ``__call__``, which verifies."""
+
+
+def _validate_inputs(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, threat: ThreatModel, generator: torch.Generator
+) -> None:
+    if not callable(model):
+        raise TypeError(f"model must be callable (an nn.Module), got {type(model).__name__}")
+    if isinstance(model, nn.Module) and any(m.training for m in model.modules()):
+        raise ValueError(
+            "model (or one of its submodules) is in training mode: call model.eval() first, otherwise batch norm "
+            "statistics change during the attack and dropout makes the model random"
+        )
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
+        desc = f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be a 4-D float tensor [N, C, H, W], got {desc}")
+    if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.dtype != torch.int64:
+        desc = f"{y.dtype} tensor of shape {tuple(y.shape)}" if isinstance(y, torch.Tensor) else type(y).__name__
+        raise ValueError(f"y must be a 1-D int64 tensor of labels, got {desc}")
+    if y.shape[0] != x.shape[0]:
+        raise ValueError(f"x has {x.shape[0]} samples but y has {y.shape[0]} labels")
+    if y.device != x.device:
+        raise ValueError(f"x is on {x.device} but y is on {y.device}")
+    if x.numel() and (not bool(torch.isfinite(x).all()) or float(x.min()) < 0.0 or float(x.max()) > 1.0):
+        raise ValueError("x must be finite images in [0, 1] (normalisation belongs inside the model)")
+    if not isinstance(threat, ThreatModel):
+        raise TypeError(f"threat must be a ThreatModel (Linf, L2), got {type(threat).__name__}")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a CPU torch.Generator, got {type(generator).__name__}")

@@ -1,0 +1,112 @@
+"""``benchmark()``: one call from a model (or zoo name) to the ARBiBench metrics, in RobustBench's argument order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from torch import nn
+
+from arbibench.attacks import Attack, get_threat_model
+from arbibench.evaluation.metrics import compute_report
+from arbibench.evaluation.result import BenchmarkResult
+from arbibench.evaluation.runner import evaluate
+from arbibench.evaluation.store import ResultStore
+
+DATASETS = ("cifar10", "imagenet")
+
+
+def load_dataset(
+    dataset: str, n_examples: int | None, data_dir: str | os.PathLike | None, seed: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Images, labels and dataset indices of the evaluated subset."""
+    if dataset == "cifar10":
+        from arbibench.data import load_cifar10
+
+        return load_cifar10(n_examples, "test", data_dir, seed=seed)
+    if dataset == "imagenet":
+        from arbibench.data import load_imagenet
+
+        if data_dir is None:
+            raise ValueError("ImageNet has no download; pass data_dir pointing to your validation images")
+        return load_imagenet(n_examples, data_dir, seed=seed)
+    raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
+
+
+def subset_description(n: int, seed: int | None) -> str:
+    return f"first {n} test images" if seed is None else f"{n} test images drawn with seed {seed}"
+
+
+def benchmark(
+    model: nn.Module | str,
+    n_examples: int | None = 1000,
+    dataset: str = "cifar10",
+    threat_model: str = "Linf",
+    eps: float = 8 / 255,
+    attacks: Sequence[str | Attack] = ("fgsm", "pgd"),
+    *,
+    model_name: str | None = None,
+    data_dir: str | os.PathLike | None = None,
+    device: str | torch.device | None = None,
+    batch_size: int = 200,
+    seed: int = 0,
+    subset_seed: int | None = None,
+    store: str | os.PathLike | ResultStore = "arbibench.db",
+    progress: bool = True,
+    console: Console | None = None,
+) -> BenchmarkResult:
+    """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
+
+    ``model`` is an ``nn.Module`` taking [0, 1] images, or the name of a zoo model. ``subset_seed=None`` takes the
+    first ``n_examples`` images (RobustBench's convention); an integer draws them at random (the black-box subset).
+    Results go batch by batch into ``store``; rerunning the same call resumes and never counts a sample twice.
+    """
+    threat = get_threat_model(threat_model, eps)
+    if isinstance(model, str):
+        from arbibench.models.zoo import load_model
+
+        model_name = model_name or model
+        model = load_model(model, dataset=dataset, device=device)
+    elif not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
+    x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
+    own_store = not isinstance(store, ResultStore)
+    db = ResultStore(Path(store)) if own_store else store
+    try:
+        clean, outcomes, seconds, flags = evaluate(
+            model,
+            x,
+            y,
+            indices,
+            attacks=attacks,
+            threat=threat,
+            dataset=dataset,
+            model_name=model_name or type(model).__name__,
+            seed=seed,
+            batch_size=batch_size,
+            device=device,
+            store=db,
+            progress=progress,
+            console=console,
+        )
+    finally:
+        if own_store:
+            db.close()
+    report = compute_report(clean.clean_correct, {name: o.adv_correct for name, o in outcomes.items()})
+    return BenchmarkResult(
+        model_name=model_name or type(model).__name__,
+        dataset=dataset,
+        threat_model=threat.norm,
+        eps=threat.eps,
+        indices=indices.numpy(),
+        subset=subset_description(len(indices), subset_seed),
+        report=report,
+        clean=clean,
+        outcomes=outcomes,
+        seconds=seconds,
+        flags=flags,
+        seed=seed,
+    )

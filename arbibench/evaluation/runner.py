@@ -1,0 +1,204 @@
+"""The runner: clean pass and attacks, batch by batch, every batch verified and committed to the store.
+
+Only samples the model classifies correctly are attacked (a misclassified sample is already not robust). Each batch
+draws its randomness from a generator seeded by ``(seed, batch index)``, so a batch computed after a crash is the
+same batch an uninterrupted run would have computed, and resumed results equal uninterrupted ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+from torch import nn
+
+from arbibench.attacks import Attack, ThreatModel, get_attack
+from arbibench.evaluation.inputs import FLAG_MEANINGS, check_images, check_labels, check_model
+from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
+
+CLEAN = "clean"
+
+
+class RateColumn(ProgressColumn):
+    """Images per second of the current attack (resumed batches are not counted as speed)."""
+
+    def render(self, task: Task) -> Text:
+        return Text("" if task.speed is None else f"{task.speed:.1f} img/s", style="progress.data.speed")
+
+
+def make_progress(console: Console | None = None, enabled: bool = True) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description:<10}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+    )
+
+
+def batch_generator(seed: int, batch_index: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
+
+
+@dataclass
+class EvaluationContext:
+    """What every attack of one evaluation shares: model, samples, threat model and bookkeeping."""
+
+    model: nn.Module
+    model_name: str
+    model_hash: str
+    x: torch.Tensor
+    y: torch.Tensor
+    indices: torch.Tensor
+    threat: ThreatModel
+    dataset: str
+    seed: int
+    batch_size: int
+    device: torch.device
+    store: ResultStore
+
+    def spec(self, attack: Attack | None) -> dict:
+        base = {
+            "dataset": self.dataset,
+            "indices_hash": hash_indices(self.indices),
+            "n_examples": len(self.indices),
+            "batch_size": self.batch_size,
+        }
+        if attack is None:
+            return {**base, "attack": CLEAN}
+        return {
+            **base,
+            "attack": attack.config_dict(),
+            "threat_model": self.threat.norm,
+            "eps": self.threat.eps,
+            "seed": self.seed,
+        }
+
+
+def run_attack(ctx: EvaluationContext, attack: Attack | None, progress: Progress) -> tuple[str, Outcomes]:
+    """Evaluate ``attack`` (``None``: clean pass) on every batch not yet in the store; returns (key, outcomes)."""
+    name = CLEAN if attack is None else attack.name
+    key = ctx.store.register(ctx.model_hash, ctx.model_name, name, ctx.spec(attack))
+    done = ctx.store.done_batches(key)
+    n, bs = len(ctx.y), ctx.batch_size
+    starts = list(range(0, n, bs))
+    already = sum(min(bs, n - starts[b]) for b in done if b < len(starts))
+    task = progress.add_task(name, total=n, completed=already)
+    for b, start in enumerate(starts):
+        if b in done:
+            continue
+        t0 = time.perf_counter()
+        xb = ctx.x[start : start + bs].to(ctx.device)
+        yb = ctx.y[start : start + bs].to(ctx.device)
+        with torch.no_grad():
+            clean_ok = ctx.model(xb).argmax(1) == yb
+        adv_ok = clean_ok.clone()
+        pert = torch.zeros(len(yb), device=ctx.device)
+        attacked = clean_ok.nonzero().flatten()
+        if attack is not None and len(attacked):
+            x0, y0 = xb[attacked], yb[attacked]
+            x_adv = attack(ctx.model, x0, y0, ctx.threat, batch_generator(ctx.seed, b))
+            ctx.threat.verify(x_adv, x0)  # the runner's own check: nothing unverified is ever counted
+            with torch.no_grad():
+                adv_ok[attacked] = ctx.model(x_adv).argmax(1) == y0
+            pert[attacked] = ctx.threat.distance(x_adv, x0).to(pert.dtype)
+        ctx.store.commit_batch(
+            key,
+            b,
+            ctx.indices[start : start + bs].tolist(),
+            clean_ok.tolist(),
+            adv_ok.tolist(),
+            pert.tolist(),
+            seconds=time.perf_counter() - t0,
+        )
+        progress.advance(task, len(yb))
+    outcomes = ctx.store.outcomes(key)
+    if len(outcomes.sample_index) != n or not (outcomes.sample_index == ctx.indices.numpy()).all():
+        raise RuntimeError(
+            f"the store {ctx.store.path} holds {len(outcomes.sample_index)} outcomes for {name}, expected {n}: it was "
+            "modified by hand or by another version; use a fresh --store"
+        )
+    return key, outcomes
+
+
+def evaluate(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    *,
+    attacks: Sequence[str | Attack] = ("fgsm", "pgd"),
+    threat: ThreatModel,
+    dataset: str = "custom",
+    model_name: str = "model",
+    seed: int = 0,
+    batch_size: int = 200,
+    device: str | torch.device | None = None,
+    store: ResultStore,
+    progress: bool = True,
+    console: Console | None = None,
+) -> tuple[Outcomes, dict[str, Outcomes], dict[str, float], dict[str, str]]:
+    """Clean pass then each attack, resumable through ``store``.
+
+    Returns the clean outcomes, per-attack outcomes, per-attack compute seconds, and flags.
+    """
+    check_images(x, y)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
+    if indices.shape != y.shape:
+        raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
+    attack_objs = [get_attack(a) if isinstance(a, str) else a for a in attacks]
+    names = [a.name for a in attack_objs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    model = model.to(device).eval()
+    num_classes, flags = check_model(model, x[: min(8, len(x))].to(device))
+    check_labels(y, num_classes)
+    ctx = EvaluationContext(
+        model,
+        model_name,
+        hash_model(model),
+        x.cpu(),
+        y.cpu().long(),
+        indices,
+        threat,
+        dataset,
+        seed,
+        batch_size,
+        device,
+        store,
+    )
+    with make_progress(console, progress) as bar:
+        clean_key, clean = run_attack(ctx, None, bar)
+        per_attack: dict[str, Outcomes] = {}
+        seconds: dict[str, float] = {}
+        for attack in attack_objs:
+            key, out = run_attack(ctx, attack, bar)
+            if not (out.clean_correct == clean.clean_correct).all():
+                flags["clean_mismatch"] = FLAG_MEANINGS["clean_mismatch"]
+            for flag, detail in flags.items():
+                store.add_flag(key, flag, detail)
+            per_attack[attack.name] = out
+            seconds[attack.name] = store.batch_seconds(key)
+        seconds[CLEAN] = store.batch_seconds(clean_key)
+    return clean, per_attack, seconds, flags

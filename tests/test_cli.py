@@ -1,0 +1,76 @@
+"""The command line on the shipped models and real CIFAR-10: table, JSON, help, and one clear error per mistake."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from arbibench.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(data_dir, monkeypatch):
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    monkeypatch.setenv("COLUMNS", "160")
+
+
+def test_help_lists_every_command():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("eval", "train", "zoo"):
+        assert command in result.output
+    for command in (["eval", "--help"], ["train", "--help"], ["zoo", "list", "--help"]):
+        assert runner.invoke(app, command).exit_code == 0
+
+
+def test_eval_prints_table_and_writes_json(env, tmp_path):
+    out = tmp_path / "r.json"
+    result = runner.invoke(
+        app,
+        ["eval", "--model", "resnet20_fp", "--attacks", "fgsm,pgd", "-n", "60", "--store", str(tmp_path / "s.db"),
+         "--json", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for label in ("clean (ACC)", "fgsm (ACC*)", "pgd (ACC*)", "worst case", "RS =", "RS_mean"):
+        assert label in result.output
+    d = json.loads(out.read_text())
+    assert d["n_examples"] == 60 and d["indices"] == list(range(60))
+    assert set(d["attacks"]) == {"fgsm", "pgd"}
+    assert isinstance(d["acc"], float) and isinstance(d["rs"], float)
+    assert d["attacks"]["pgd"]["acc_star"] <= d["attacks"]["fgsm"]["acc_star"] + 0.05
+    assert d["worst_case_acc"] <= min(m["acc_star"] for m in d["attacks"].values())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "resnet20_fp", "--eps", "0"], "eps"),
+        (["--model", "resnet20_fp", "--eps", "-8/255"], "eps"),
+        (["--model", "resnet20_fp", "--eps", "banana"], "eps"),
+        (["--model", "resnet20_fp", "--eps", "2"], "eps"),
+        (["--model", "resnet20_xyz"], "known models"),
+        (["--model", "resnet20_fp", "--attacks", "fgsm,nosuch"], "nosuch"),
+        (["--model", "resnet20_fp", "--dataset", "mnist"], "known datasets"),
+        (["--model", "resnet20_fp", "-n", "20000"], "holds only 10000"),
+        (["--model", "resnet20_fp", "-n", "0"], "positive"),
+        (["--model", "resnet20_fp", "--threat-model", "L7"], "L7"),
+        (["--model", "resnet20_fp", "--batch-size", "0"], "batch_size"),
+    ],
+)
+def test_bad_input_gives_one_clear_error(env, tmp_path, args, message):
+    store = tmp_path / "s.db"
+    result = runner.invoke(app, ["eval", *args, "--store", str(store)])
+    assert result.exit_code == 2, result.output
+    assert "error" in result.output.lower()
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_zoo_list_shows_the_shipped_models(env):
+    result = runner.invoke(app, ["zoo", "list"])
+    assert result.exit_code == 0
+    for name in ("resnet20_fp", "resnet20_bnn"):
+        assert name in result.output
+    assert "missing" not in result.output
