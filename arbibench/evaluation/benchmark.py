@@ -57,12 +57,15 @@ def benchmark(
     store: str | os.PathLike | ResultStore = "arbibench.db",
     progress: bool = True,
     console: Console | None = None,
+    checks: bool = True,
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
 
     ``model`` is an ``nn.Module`` taking [0, 1] images, or the name of a zoo model. ``subset_seed=None`` takes the
     first ``n_examples`` images (RobustBench's convention); an integer draws them at random (the black-box subset).
     Results go batch by batch into ``store``; rerunning the same call resumes and never counts a sample twice.
+    ``checks`` runs the gradient-masking checks (zero input gradients, accuracy at a huge eps, single-step beating
+    iterative, gradient-free beating gradient attacks) and reports what they raise in ``result.flags``.
     """
     threat = get_threat_model(threat_model, eps)
     if isinstance(model, str):

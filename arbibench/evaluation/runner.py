@@ -27,6 +27,7 @@ from rich.text import Text
 from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel, get_attack
+from arbibench.evaluation.checks import run_checks
 from arbibench.evaluation.inputs import FLAG_MEANINGS, check_images, check_labels, check_model
 from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
 
@@ -155,10 +156,11 @@ def evaluate(
     store: ResultStore,
     progress: bool = True,
     console: Console | None = None,
+    checks: bool = True,
 ) -> tuple[Outcomes, dict[str, Outcomes], dict[str, float], dict[str, str]]:
-    """Clean pass then each attack, resumable through ``store``.
+    """Clean pass then each attack, resumable through ``store``; then the gradient-masking checks.
 
-    Returns the clean outcomes, per-attack outcomes, per-attack compute seconds, and flags.
+    Returns the clean outcomes, per-attack outcomes, per-attack compute seconds, and flags (name -> meaning).
     """
     check_images(x, y)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
@@ -196,9 +198,13 @@ def evaluate(
             key, out = run_attack(ctx, attack, bar)
             if not (out.clean_correct == clean.clean_correct).all():
                 flags["clean_mismatch"] = FLAG_MEANINGS["clean_mismatch"]
-            for flag, detail in flags.items():
-                store.add_flag(key, flag, detail)
             per_attack[attack.name] = out
             seconds[attack.name] = store.batch_seconds(key)
         seconds[CLEAN] = store.batch_seconds(clean_key)
+    if checks:
+        acc_star = {name: float(o.adv_correct.mean()) for name, o in per_attack.items()}
+        gradient_free = {a.name for a in attack_objs if not a.needs_gradients}
+        flags.update(run_checks(model, ctx.x, ctx.y, threat, acc_star, gradient_free, device, seed=seed))
+    for flag, detail in flags.items():
+        store.add_flag(clean_key, flag, detail)
     return clean, per_attack, seconds, flags

@@ -44,8 +44,14 @@ class ZooEntry:
 ZOO: dict[str, ZooEntry] = {
     e.name: e
     for e in (
-        ZooEntry("resnet20_fp", "resnet20", "fp", "cifar10", "PENDING"),
-        ZooEntry("resnet20_bnn", "resnet20", "bnn", "cifar10", "PENDING"),
+        ZooEntry(
+            "resnet20_fp",
+            "resnet20",
+            "fp",
+            "cifar10",
+            sha256="3e01db63dcb13a90a127f6720bf73d46b3fdb78de2b59ea5f35fa03bb0e43dea",
+        ),
+        ZooEntry("resnet20_bnn", "resnet20", "bnn", "cifar10", sha256="PENDING"),
     )
 }
 

@@ -9,6 +9,8 @@ differentiates through (BPDA) without touching the weights, and lets a method pr
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable
 
 import torch
@@ -23,6 +25,9 @@ def binary_sign(x: torch.Tensor) -> torch.Tensor:
 # Surrogate *forward* functions whose derivative is the backward of the quantizer.
 # Writing the surrogate as a function (rather than its derivative) lets autograd differentiate it,
 # so the straight-through trick below needs no custom autograd.Function.
+SurrogateFn = Callable[[torch.Tensor], torch.Tensor]
+
+
 def _identity(x: torch.Tensor) -> torch.Tensor:
     return x
 
@@ -38,16 +43,86 @@ def _approx_sign(x: torch.Tensor) -> torch.Tensor:
     return 2.0 * xc - xc * xc.abs()
 
 
-SURROGATES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+def tanh_surrogate(beta: float) -> SurrogateFn:
+    """tanh(beta * x): derivative beta * (1 - tanh(beta x)^2), smooth and non-zero everywhere.
+
+    ``beta`` is a temperature: small beta spreads the gradient over all pre-activations (close to ``identity``
+    near 0), large beta concentrates it on the units closest to flipping. A smooth sign approximation of this
+    kind is the usual BPDA choice for a hard threshold (Athalye et al. 2018).
+    """
+
+    def surrogate(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(beta * x)
+
+    return surrogate
+
+
+SURROGATES: dict[str, SurrogateFn] = {
     "identity": _identity,
     "ste": _clipped,
     "approx_sign": _approx_sign,
+    "tanh": tanh_surrogate(1.0),
 }
+
+# Surrogate families with one positive parameter, written ``"name:param"`` (``"tanh:5"`` is tanh(5x)), each with
+# the parameter its bare name means (``"tanh"`` is ``"tanh:1"``). A spec stays a plain string, so it can be
+# assigned to a quantizer, hashed by the store and typed on a CLI.
+PARAMETRIC_SURROGATES: dict[str, tuple[Callable[[float], SurrogateFn], float]] = {"tanh": (tanh_surrogate, 1.0)}
+
+
+def _short_float(value: float) -> str:
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _parse_surrogate(spec: object) -> tuple[str, float | None]:
+    """``(family, parameter)`` of a surrogate spec, or ValueError naming the known ones."""
+    if isinstance(spec, str):
+        if spec in SURROGATES:
+            return spec, None
+        family, sep, arg = spec.partition(":")
+        if sep and family in PARAMETRIC_SURROGATES:
+            try:
+                value = float(arg)
+            except ValueError:
+                value = math.nan
+            if math.isfinite(value) and value > 0:
+                return family, value
+            raise ValueError(f"surrogate {spec!r}: the parameter after ':' must be a finite number > 0")
+    known = sorted(SURROGATES) + [f"{name}:<beta>" for name in sorted(PARAMETRIC_SURROGATES)]
+    raise ValueError(f"unknown surrogate {spec!r}; known: {known}")
+
+
+def canonical_surrogate(spec: str) -> str:
+    """One spelling per surrogate (``"tanh:5.0"`` -> ``"tanh:5"``, ``"tanh:1"`` -> ``"tanh"``), for hashing."""
+    family, value = _parse_surrogate(spec)
+    if value is None:
+        return family
+    if value == PARAMETRIC_SURROGATES[family][1]:
+        return family
+    return f"{family}:{_short_float(value)}"
+
+
+def get_surrogate(spec: str) -> SurrogateFn:
+    """The surrogate forward function named by ``spec`` (``"ste"``, ``"tanh"``, ``"tanh:5"``, ...)."""
+    if not isinstance(spec, str):
+        _parse_surrogate(spec)  # raises the ValueError that names the known surrogates
+    return _resolve_surrogate(spec)
+
+
+@functools.lru_cache(maxsize=64)  # parsed once per spec, not at every forward pass
+def _resolve_surrogate(spec: str) -> SurrogateFn:
+    family, value = _parse_surrogate(spec)
+    return SURROGATES[family] if value is None else PARAMETRIC_SURROGATES[family][0](value)
 
 
 def straight_through(hard: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
-    """Value of ``hard``, gradient of ``soft``."""
-    return soft + (hard - soft).detach()
+    """Value of ``hard`` exactly, gradient of ``soft``.
+
+    Written ``hard + (soft - soft)`` with the second ``soft`` detached: ``s - s`` is exactly 0 for finite ``s``, so
+    the forward value is ``hard`` bit for bit (``soft + (hard - soft)`` can be off by a rounding step).
+    """
+    return hard.detach() + (soft - soft.detach())
 
 
 class Quantizer(nn.Module):
@@ -66,15 +141,14 @@ class SignQuantizer(Quantizer):
 
     def __init__(self, surrogate: str = "ste") -> None:
         super().__init__()
-        if surrogate not in SURROGATES:
-            raise ValueError(f"unknown surrogate {surrogate!r}; known: {sorted(SURROGATES)}")
+        get_surrogate(surrogate)  # validate now, not at the first backward
         self.surrogate = surrogate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hard = binary_sign(x)
         if not torch.is_grad_enabled() or not x.requires_grad:
             return hard
-        return straight_through(hard, SURROGATES[self.surrogate](x))
+        return straight_through(hard, get_surrogate(self.surrogate)(x))
 
     def extra_repr(self) -> str:
         return f"surrogate={self.surrogate!r}"
@@ -111,11 +185,15 @@ def get_quantizer(spec: str | Quantizer | None) -> Quantizer | None:
 
 
 class use_surrogate:  # noqa: N801 - used like a function: ``with use_surrogate(model, "identity"):``
-    """Temporarily set the surrogate backward of every sign quantizer in ``model`` (BPDA at attack time)."""
+    """Temporarily set the surrogate backward of every sign quantizer in ``model`` (BPDA at attack time).
+
+    ``surrogate`` is any spec :func:`get_surrogate` accepts (``"identity"``, ``"tanh:5"``, ...). The previous
+    surrogates are restored on exit, also when the body raises. The swap mutates the model's quantizers, so two
+    threads must not attack the same model object at once.
+    """
 
     def __init__(self, model: nn.Module, surrogate: str) -> None:
-        if surrogate not in SURROGATES:
-            raise ValueError(f"unknown surrogate {surrogate!r}; known: {sorted(SURROGATES)}")
+        get_surrogate(surrogate)
         self.model, self.surrogate = model, surrogate
         self._saved: list[tuple[SignQuantizer, str]] = []
 
