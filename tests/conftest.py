@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
 
 import arbibench.data.cifar10 as cifar10_module
+from arbibench.data.cifar10 import load_cifar10
+from arbibench.models.resnet import resnet20
 
 REPO_RELATIVE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -26,3 +31,26 @@ def data_dir() -> Path:
 def _no_real_download(monkeypatch: pytest.MonkeyPatch) -> None:
     """A missing file must fail the test, not start a 160 MB download: point the URL at a closed local port."""
     monkeypatch.setattr(cifar10_module, "CIFAR10_URL", "http://127.0.0.1:9/cifar-10-binary.tar.gz")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Test batches are tiny: one intra-op thread is as fast, and far faster when other jobs share the CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def images(data_dir: Path) -> torch.Tensor:
+    """The first 8 real CIFAR-10 test images."""
+    x, _, _ = load_cifar10(8, data_dir=data_dir)
+    return x
+
+
+@pytest.fixture(scope="module", params=["fp", "bnn"])
+def model(request: pytest.FixtureRequest) -> nn.Module:
+    """A random-init ResNet-20, full precision and binarized: for structural attack tests that need no training."""
+    torch.manual_seed(0)
+    return resnet20(request.param).eval()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +38,6 @@ SMALL = {"apgd_ce": {"steps": 5}, "apgd_dlr": {"steps": 5}, "apgd_t": {"steps": 
 
 def gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def images(data_dir: Path) -> torch.Tensor:
-    x, _, _ = load_cifar10(8, data_dir=data_dir)
-    return x
-
-
-@pytest.fixture(scope="module", params=["fp", "bnn"])
-def model(request: pytest.FixtureRequest) -> nn.Module:
-    torch.manual_seed(0)
-    return resnet20(request.param).eval()
 
 
 # -- the schedule ----------------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,25 +39,10 @@ def gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Batches here are tiny: one intra-op thread is as fast, and far faster when other jobs share the CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def images(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
     x, y, _ = load_cifar10(8, data_dir=data_dir)
     return x, y
-
-
-@pytest.fixture(scope="module", params=["fp", "bnn"])
-def model(request: pytest.FixtureRequest) -> nn.Module:
-    torch.manual_seed(0)
-    return resnet20(request.param).eval()
 
 
 def own_labels(model: nn.Module, x: torch.Tensor) -> torch.Tensor:

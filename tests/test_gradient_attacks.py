@@ -8,7 +8,6 @@ labelled with the model's own predictions so that every sample starts correctly 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,26 +25,6 @@ THREATS = {"Linf": Linf(8 / 255), "L2": L2(0.5)}
 
 def gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def images(data_dir: Path) -> torch.Tensor:
-    x, _, _ = load_cifar10(8, data_dir=data_dir)
-    return x
-
-
-@pytest.fixture(scope="module", params=["fp", "bnn"])
-def model(request: pytest.FixtureRequest) -> nn.Module:
-    torch.manual_seed(0)
-    return resnet20(request.param).eval()
 
 
 CASES = [("mifgsm", "Linf"), ("mifgsm", "L2"), ("cw_linf", "Linf")]
