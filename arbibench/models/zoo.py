@@ -51,7 +51,13 @@ ZOO: dict[str, ZooEntry] = {
             "cifar10",
             sha256="3e01db63dcb13a90a127f6720bf73d46b3fdb78de2b59ea5f35fa03bb0e43dea",
         ),
-        ZooEntry("resnet20_bnn", "resnet20", "bnn", "cifar10", sha256="PENDING"),
+        ZooEntry(
+            "resnet20_bnn",
+            "resnet20",
+            "bnn",
+            "cifar10",
+            sha256="3b17d3d05bd36878d9c2491858ec658c25f5d3f6d43e9cd00a5fd12a4407df24",
+        ),
     )
 }
 
