@@ -33,7 +33,7 @@ def test_eval_prints_table_and_writes_json(env, tmp_path):
          "--json", str(out)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    for label in ("clean (ACC)", "fgsm (ACC*)", "pgd (ACC*)", "worst case", "RS =", "RS_mean"):
+    for label in ("clean (ACC)", "fgsm (ACC*)", "pgd (ACC*)", "worst case", "RS (sum over 2 attacks", "RS_mean"):
         assert label in result.output
     d = json.loads(out.read_text())
     assert d["n_examples"] == 60 and d["indices"] == list(range(60))
