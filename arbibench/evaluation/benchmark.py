@@ -67,6 +67,8 @@ def benchmark(
     ``checks`` runs the gradient-masking checks (zero input gradients, accuracy at a huge eps, single-step beating
     iterative, gradient-free beating gradient attacks) and reports what they raise in ``result.flags``.
     """
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
     threat = get_threat_model(threat_model, eps)
     if isinstance(model, str):
         from arbibench.models.zoo import load_model
