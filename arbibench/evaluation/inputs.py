@@ -14,8 +14,6 @@ FLAG_MEANINGS = {
     "see a moving target and ACC* may be overstated. Evaluate with EOT or make the model deterministic.",
     "probability_outputs": "The outputs look like probabilities (non-negative, rows sum to 1), not logits: "
     "cross-entropy on them has vanishing gradients. Remove the final softmax.",
-    "clean_mismatch": "Clean predictions differed between attacks on the same samples: the model is not "
-    "deterministic; the reported numbers mix different clean sets.",
 }
 
 
