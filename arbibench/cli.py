@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from arbibench.data.download import DownloadError
+
 app = typer.Typer(
     help="arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol).",
     no_args_is_help=True,
@@ -18,6 +20,14 @@ console = Console()
 @app.callback()
 def _root() -> None:
     """arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol)."""
+
+
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError, DownloadError)
+
+
+def _fail(e: Exception) -> None:
+    console.print(f"[bold red]error:[/] {e}")
+    raise typer.Exit(2)
 
 
 @app.command()
@@ -44,7 +54,10 @@ def train(
     from arbibench.train import default_recipe
     from arbibench.train import train as run_training
 
-    recipe = default_recipe(method, paper=paper)
+    try:
+        recipe = default_recipe(method, paper=paper)
+    except USER_ERRORS as e:
+        _fail(e)
     recipe.arch, recipe.seed = arch, seed
     if epochs is not None:
         recipe.epochs = epochs
@@ -53,7 +66,10 @@ def train(
     if init_from is not None:
         recipe.init_from = str(init_from)
     run_dir = out / f"{arch}_{method}"
-    summary = run_training(recipe, run_dir, data_dir, log=console.log)
+    try:
+        summary = run_training(recipe, run_dir, data_dir, log=console.log)
+    except USER_ERRORS as e:
+        _fail(e)
     console.print(
         f"[bold]{arch}_{method}[/]: clean accuracy {summary['clean_acc']:.4f} on the 10,000 test images "
         f"({summary['train_time_s'] / 60:.1f} min of training)"
@@ -63,18 +79,15 @@ def train(
         console.print(f"exported {card}")
 
 
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError)
-
-
-def _fail(e: Exception) -> None:
-    console.print(f"[bold red]error:[/] {e}")
-    raise typer.Exit(2)
-
-
 @app.command("eval")
 def eval_(
     model: str = typer.Option(..., "--model", "-m", help="Zoo model name (see `arbibench zoo list`)."),
-    attacks: str = typer.Option("fgsm,pgd", help="Comma-separated attacks, run in this order."),
+    attacks: str = typer.Option(
+        "fgsm,pgd",
+        help="Comma-separated attacks, run in this order: fgsm, pgd, mifgsm, cw_linf, apgd_ce, apgd_dlr, apgd_t, "
+        "...; NAME@SURROGATE (e.g. pgd@identity) attacks through another BNN gradient estimator, NAME_adaptive "
+        "through several.",
+    ),
     n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Number of test images."),
     eps: str = typer.Option("8/255", help="Perturbation budget, e.g. 8/255 or 0.5."),
     threat_model: str = typer.Option("Linf", "--threat-model", "-t", help="Linf or L2."),
@@ -88,6 +101,7 @@ def eval_(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the result as JSON to this file."),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    checks: bool = typer.Option(True, help="Run the gradient-masking checks after the attacks and show their flags."),
 ) -> None:
     """Evaluate a zoo model under white-box attacks and print ACC, ACC*, ACC_norm, RS and the worst case.
 
@@ -112,6 +126,7 @@ def eval_(
             subset_seed=subset_seed,
             store=store,
             console=console,
+            checks=checks,
         )
     except USER_ERRORS as e:
         _fail(e)

@@ -74,3 +74,10 @@ def test_zoo_list_shows_the_shipped_models(env):
     for name in ("resnet20_fp", "resnet20_bnn"):
         assert name in result.output
     assert "missing" not in result.output
+
+
+def test_train_with_unknown_method_is_one_clear_error(tmp_path):
+    result = runner.invoke(app, ["train", "--method", "ternary", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "unknown method 'ternary'" in result.output and "fp" in result.output
+    assert not any(tmp_path.iterdir())  # nothing half-written
