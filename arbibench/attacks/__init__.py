@@ -14,8 +14,11 @@ from arbibench.attacks.apgd import (
     apgd_checkpoints,
     apgd_should_halve,
 )
+from arbibench.attacks.autoattack import AutoAttack, AutoAttackConfig
 from arbibench.attacks.base import Attack
 from arbibench.attacks.cw import CWLinf, CWLinfConfig
+from arbibench.attacks.cw_l2 import CWL2, CWL2Config
+from arbibench.attacks.deepfool import DeepFool, DeepFoolConfig
 from arbibench.attacks.estimators import (
     AdaptiveAttack,
     EstimatedAttack,
@@ -23,6 +26,7 @@ from arbibench.attacks.estimators import (
     adaptive_attack_class,
     apply_estimator,
 )
+from arbibench.attacks.fab import FAB, FABT, FABConfig, FABTConfig
 from arbibench.attacks.fgsm import FGSM, FGSMConfig
 from arbibench.attacks.losses import LOSSES
 from arbibench.attacks.mifgsm import MIFGSM, MIFGSMConfig
@@ -36,10 +40,24 @@ from arbibench.attacks.threat import (
     parse_eps,
 )
 
-_GRADIENT_ATTACKS: tuple[type[Attack], ...] = (FGSM, PGD, MIFGSM, CWLinf, APGD, APGDDLR, APGDT)
+_GRADIENT_ATTACKS: tuple[type[Attack], ...] = (
+    FGSM,
+    PGD,
+    MIFGSM,
+    CWLinf,
+    APGD,
+    APGDDLR,
+    APGDT,
+    CWL2,
+    DeepFool,
+    FAB,
+    FABT,
+)
 ATTACKS: dict[str, type[Attack]] = {cls.name: cls for cls in _GRADIENT_ATTACKS}
 # "<attack>_adaptive": the attack under several BNN gradient estimators, worst case per sample.
 ATTACKS.update({cls.name: cls for cls in map(adaptive_attack_class, _GRADIENT_ATTACKS)})
+# The AutoAttack ensemble looks its components up in ATTACKS when it is built.
+ATTACKS[AutoAttack.name] = AutoAttack
 
 
 def get_attack(name: str, **params: Any) -> Attack:
@@ -66,15 +84,25 @@ __all__ = [
     "APGDDLR",
     "APGDT",
     "ATTACKS",
+    "AutoAttack",
+    "AutoAttackConfig",
     "MIFGSM",
     "APGDConfig",
     "APGDDLRConfig",
     "APGDTConfig",
     "CWLinf",
     "CWLinfConfig",
+    "CWL2",
+    "CWL2Config",
+    "DeepFool",
+    "DeepFoolConfig",
     "MIFGSMConfig",
     "apgd_checkpoints",
     "apgd_should_halve",
+    "FAB",
+    "FABT",
+    "FABConfig",
+    "FABTConfig",
     "FGSM",
     "FGSMConfig",
     "L2",

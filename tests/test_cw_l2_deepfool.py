@@ -1,0 +1,223 @@
+"""CW-L2 and DeepFool, the two minimum-norm attacks: verified results under a budget, DeepFool's closed form on an
+affine classifier, the minimum-norm property (boundary points, not budget edges), configs, and (with the trained zoo
+checkpoint) their effect on an undefended network.
+
+Structural tests use randomly initialised ResNet-20s (full precision and binarized) on real CIFAR-10 test images,
+labelled with the model's own predictions so that every sample starts correctly classified.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from arbibench.attacks import ATTACKS, CWL2, L2, DeepFool, Linf, get_attack
+from arbibench.attacks.base import predict
+from arbibench.data.cifar10 import load_cifar10
+
+THREATS = {"Linf": Linf(8 / 255), "L2": L2(0.5)}
+# Small budgets keep the random-model tests fast; the trained-model tests use the defaults.
+FAST = {"deepfool": {"steps": 3}, "cw_l2": {"steps": 20, "binary_search_steps": 2}}
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+CASES = [("deepfool", "Linf"), ("deepfool", "L2"), ("cw_l2", "L2")]
+
+
+@pytest.mark.parametrize("name,threat_name", CASES)
+def test_results_pass_verify(model: nn.Module, images: torch.Tensor, name: str, threat_name: str) -> None:
+    x = images
+    y = predict(model, x)
+    threat = THREATS[threat_name]
+    x_adv = get_attack(name, **FAST[name])(model, x, y, threat, gen())
+    assert x_adv.shape == x.shape and x_adv.dtype == x.dtype and not x_adv.requires_grad
+    threat.verify(x_adv, x)
+
+
+@pytest.mark.parametrize("name,threat_name", CASES)
+def test_deterministic_and_model_untouched(model: nn.Module, images: torch.Tensor, name: str, threat_name: str) -> None:
+    x = images
+    y = predict(model, x)
+    threat = THREATS[threat_name]
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    attack = get_attack(name, **FAST[name])
+    with torch.no_grad():  # the attacks enable gradients themselves
+        first = attack(model, x, y, threat, gen(1))
+    second = attack(model, x, y, threat, gen(2))  # no randomness is drawn: the generator does not matter
+    assert torch.equal(first, second)
+    assert not any(m.training for m in model.modules())
+    assert all(p.grad is None for p in model.parameters())
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_cw_l2_rejects_linf() -> None:
+    net = _affine(seed=0)
+    x = torch.full((2, 1, 2, 2), 0.5)
+    with pytest.raises(ValueError, match="cw_l2 is an L2 attack .* got a Linf threat model"):
+        CWL2()(net, x, predict(net, x), Linf(8 / 255), gen())
+
+
+@pytest.mark.parametrize("name", ["deepfool", "cw_l2"])
+def test_misclassified_on_arrival_kept(model: nn.Module, images: torch.Tensor, name: str) -> None:
+    x = images
+    y = predict(model, x)
+    half = len(y) // 2
+    y[:half] = (y[:half] + 1) % 10
+    x_adv = get_attack(name, **FAST[name])(model, x, y, L2(0.5), gen())
+    assert torch.equal(x_adv[:half], x[:half])
+
+
+# -- DeepFool on an affine classifier: one step lands (1 + overshoot) times past the closest boundary ----------------
+def _affine(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(4, 3))
+    with torch.no_grad():
+        net[1].weight.mul_(10.0)  # boundaries close to the inputs, so the box [0, 1] never clips the step
+    return net.eval()
+
+
+@pytest.mark.parametrize("threat", [L2(10.0), Linf(1.0)], ids=["L2", "Linf"])
+def test_deepfool_closed_form_on_affine_model(threat: L2 | Linf) -> None:
+    net = _affine(seed=1)
+    x = torch.rand(6, 1, 2, 2, generator=gen(3)) * 0.2 + 0.4
+    y = predict(net, x)
+    w, b = net[1].weight.double(), net[1].bias.double()
+    flat = x.double().flatten(1)
+    expected = []
+    for i in range(len(y)):
+        others = [k for k in range(3) if k != int(y[i])]
+        wk = torch.stack([w[k] - w[y[i]] for k in others])  # gradients of f_k = z_k - z_y
+        fk = wk @ flat[i] + torch.stack([b[k] - b[y[i]] for k in others])
+        dual = wk.abs().sum(dim=1) if isinstance(threat, Linf) else wk.norm(dim=1)
+        best = int((fk.abs() / dual).argmin())
+        if isinstance(threat, Linf):
+            r = fk[best].abs() / dual[best] * wk[best].sign()
+        else:
+            r = fk[best].abs() / dual[best] ** 2 * wk[best]
+        expected.append(flat[i] + 1.02 * r)
+    want = torch.stack(expected).reshape(x.shape).float()
+    assert bool(((want > 0) & (want < 1)).all())  # no clipping: the closed form holds exactly
+    got = DeepFool()(net, x, y, threat, gen())
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert bool((predict(net, got) != y).all())
+
+
+# -- registry and configs --------------------------------------------------------------------------------------------
+def test_registry_and_defaults() -> None:
+    assert ATTACKS["cw_l2"] is CWL2 and ATTACKS["deepfool"] is DeepFool
+    assert CWL2.needs_gradients and DeepFool.needs_gradients
+    cw = get_attack("cw_l2").config_dict()
+    assert cw == {
+        "name": "cw_l2",
+        "steps": 100,
+        "binary_search_steps": 5,
+        "initial_const": 0.01,
+        "lr": 0.01,
+        "confidence": 0.0,
+        "early_abort": True,
+        "exit_in_budget": True,
+    }
+    df = get_attack("DeepFool").config_dict()
+    assert df == {"name": "deepfool", "steps": 50, "overshoot": 0.02, "candidates": 10}
+    assert json.loads(json.dumps(cw)) == cw and json.loads(json.dumps(df)) == df
+
+
+@pytest.mark.parametrize(
+    "name,params,match",
+    [
+        ("cw_l2", {"steps": 0}, "steps must be an integer >= 1"),
+        ("cw_l2", {"binary_search_steps": 0}, "binary_search_steps must be an integer >= 1"),
+        ("cw_l2", {"initial_const": 0.0}, "initial_const must be a finite number > 0"),
+        ("cw_l2", {"lr": float("inf")}, "lr must be a finite number > 0"),
+        ("cw_l2", {"confidence": -1.0}, "confidence must be a finite number >= 0"),
+        ("cw_l2", {"exit_in_budget": 1}, "exit_in_budget must be True or False"),
+        ("deepfool", {"overshoot": -0.1}, "overshoot must be a finite number >= 0"),
+        ("deepfool", {"candidates": 1}, "candidates must be an integer >= 2"),
+        ("deepfool", {"steps": 1.5}, "steps must be an integer >= 1"),
+    ],
+)
+def test_bad_params_name_the_param(name: str, params: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        get_attack(name, **params)
+
+
+# -- effect on the trained zoo model (skipped only while the checkpoint is not shipped) -------------------------------
+@pytest.fixture(scope="module")
+def trained_fp() -> nn.Module:
+    from arbibench.models.zoo import CHECKPOINT_DIR, get_entry, load_model
+
+    if not (CHECKPOINT_DIR / get_entry("resnet20_fp").filename).is_file():
+        pytest.skip("resnet20_fp checkpoint not shipped yet")
+    return load_model("resnet20_fp")
+
+
+@pytest.fixture(scope="module")
+def first100(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y, _ = load_cifar10(100, data_dir=data_dir)
+    return x, y
+
+
+# Measured on the first 100 test images (clean 91%): deepfool Linf 8/255 -> 1%, deepfool L2 0.5 -> 0%,
+# cw_l2 L2 0.5 -> 0%.
+@pytest.mark.parametrize(
+    "name,threat,bound",
+    [("deepfool", Linf(8 / 255), 0.10), ("deepfool", L2(0.5), 0.15), ("cw_l2", L2(0.5), 0.10)],
+    ids=["deepfool-Linf", "deepfool-L2", "cw_l2-L2"],
+)
+def test_trained_model_broken(
+    trained_fp: nn.Module, first100: tuple[torch.Tensor, torch.Tensor], name: str, threat: L2 | Linf, bound: float
+) -> None:
+    x, y = first100
+    assert float((predict(trained_fp, x) == y).float().mean()) > 0.8
+    x_adv = get_attack(name)(trained_fp, x, y, threat, gen())
+    assert float((predict(trained_fp, x_adv) == y).float().mean()) < bound
+
+
+@pytest.fixture(scope="module")
+def correct20(trained_fp: nn.Module, first100: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = first100
+    keep = predict(trained_fp, x) == y
+    return x[keep][:20], y[keep][:20]
+
+
+@pytest.mark.parametrize("threat", [L2(100.0), Linf(1.0)], ids=["L2", "Linf"])
+def test_deepfool_returns_boundary_points(
+    trained_fp: nn.Module, correct20: tuple[torch.Tensor, torch.Tensor], threat: L2 | Linf
+) -> None:
+    x, y = correct20
+    x_adv = DeepFool()(trained_fp, x, y, threat, gen())
+    assert bool((predict(trained_fp, x_adv) != y).all())
+    dist = threat.distance(x_adv, x)
+    assert float(dist.max()) < 0.1 * threat.eps  # the boundary point, far inside the huge budget
+    # Any budget holding every found point returns the same points: the search does not depend on eps.
+    roomy = type(threat)(float(dist.max()) * 1.01)
+    assert torch.equal(DeepFool()(trained_fp, x, y, roomy, gen()), x_adv)
+    # Below the smallest of those norms, the (projected) results no longer fool the model.
+    tight = type(threat)(float(dist.min()) * 0.9)
+    x_tight = DeepFool()(trained_fp, x, y, tight, gen())
+    tight.verify(x_tight, x)
+    assert bool((predict(trained_fp, x_tight) == y).all())
+
+
+def test_cw_l2_full_search_shrinks_the_first_hit(
+    trained_fp: nn.Module, correct20: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    x, y = correct20[0][:4], correct20[1][:4]
+    huge = L2(100.0)
+    small = dict(steps=20, binary_search_steps=3)
+    first_hit = CWL2(**small)(trained_fp, x, y, huge, gen())
+    minimised = CWL2(**small, exit_in_budget=False)(trained_fp, x, y, huge, gen())
+    for x_adv in (first_hit, minimised):
+        assert bool((predict(trained_fp, x_adv) != y).all())
+    d_first, d_min = huge.distance(first_hit, x), huge.distance(minimised, x)
+    # The full search follows the same path up to the first hit and keeps the smallest example after it.
+    assert bool((d_min <= d_first + 1e-6).all()) and float(d_min.sum()) < float(d_first.sum())
+    assert float(d_first.max()) < 1.0
