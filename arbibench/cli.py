@@ -131,6 +131,8 @@ def eval_(
     except USER_ERRORS as e:
         _fail(e)
     console.print(result.table())
+    for note in result.notes:
+        console.print(f"note: {note}")
     for flag, meaning in result.flags.items():
         console.print(f"[yellow]flag {flag}[/]: {meaning}")
     if json_out is not None:

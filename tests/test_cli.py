@@ -81,3 +81,18 @@ def test_train_with_unknown_method_is_one_clear_error(tmp_path):
     assert result.exit_code == 2
     assert "unknown method 'ternary'" in result.output and "fp" in result.output
     assert not any(tmp_path.iterdir())  # nothing half-written
+
+
+def test_autoattack_reports_what_it_ran(env, tmp_path):
+    out = tmp_path / "aa.json"
+    result = runner.invoke(
+        app, ["eval", "-m", "resnet20_fp", "--attacks", "autoattack", "-n", "20", "--store", str(tmp_path / "s.db"),
+              "--json", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    config = json.loads(out.read_text())["attacks"]["autoattack"]["config"]
+    ran = [c["name"] for c in config["components"]]
+    assert ran[:2] == ["apgd_ce", "apgd_t"]
+    assert set(ran) | set(config["skipped"]) == {"apgd_ce", "apgd_t", "fab_t", "square"}
+    if config["skipped"]:
+        assert f"not available yet: {', '.join(config['skipped'])}" in result.output

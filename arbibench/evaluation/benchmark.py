@@ -10,7 +10,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from arbibench.attacks import Attack, get_threat_model
+from arbibench.attacks import Attack, get_attack, get_threat_model
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import evaluate
@@ -77,6 +77,7 @@ def benchmark(
         model = load_model(model, dataset=dataset, device=device)
     elif not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
+    attack_objs = [get_attack(a) if isinstance(a, str) else a for a in attacks]
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(Path(store)) if own_store else store
@@ -114,4 +115,10 @@ def benchmark(
         seconds=seconds,
         flags=flags,
         seed=seed,
+        attack_configs={a.name: a.config_dict() for a in attack_objs},
+        notes=[
+            f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
+            for a in attack_objs
+            if getattr(a, "skipped_components", None)
+        ],
     )

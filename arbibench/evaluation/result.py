@@ -37,6 +37,8 @@ class BenchmarkResult:
     seconds: dict[str, float]
     flags: dict[str, str] = field(default_factory=dict)
     seed: int = 0
+    attack_configs: dict[str, dict] = field(default_factory=dict)  # what each attack ran with (as hashed by the store)
+    notes: list[str] = field(default_factory=list)  # e.g. ensemble components that were not available
 
     @property
     def clean_acc(self) -> float:
@@ -54,6 +56,7 @@ class BenchmarkResult:
             attacked = out.clean_correct
             m["mean_perturbation"] = float(out.perturbation[attacked].mean()) if attacked.any() else 0.0
             m["seconds"] = round(self.seconds.get(m["attack"], 0.0), 3)
+            m["config"] = self.attack_configs.get(m["attack"], {})
             attacks[m["attack"]] = m
         report = self.report.to_dict()
         report["attacks"] = attacks
@@ -69,6 +72,7 @@ class BenchmarkResult:
             "indices": self.indices.tolist(),
             **report,
             "flags": self.flags,
+            "notes": self.notes,
         }
 
     def save_json(self, path: str | os.PathLike) -> Path:
