@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from arbibench.attacks.base import (
     Attack,
     loss_gradient,
+    most_likely_other_classes,
     predict,
     require_int,
     require_loss,
@@ -349,9 +349,7 @@ class APGDT(APGD):
             clean = model(x)
         if clean.dim() != 2 or clean.shape[1] < 4:
             raise ValueError(f"apgd_t needs logits [N, K] with K >= 4 classes (targeted DLR), got {tuple(clean.shape)}")
-        others = clean.masked_fill(F.one_hot(y, clean.shape[1]).bool(), -math.inf)
-        ranked = others.sort(dim=1, descending=True, stable=True).indices  # most likely other class first
-        n_targets = min(cfg.n_target_classes, clean.shape[1] - 1)
-        runs: list[torch.Tensor | None] = [ranked[:, j] for j in range(n_targets) for _ in range(cfg.restarts)]
+        targets = most_likely_other_classes(clean, y, cfg.n_target_classes)
+        runs: list[torch.Tensor | None] = [t for t in targets.T for _ in range(cfg.restarts)]
         loss = with_temperature(targeted_dlr, cfg.loss_temperature)
         return self._attack(model, x, y, threat, generator, loss, runs, clean.argmax(dim=1) != y)

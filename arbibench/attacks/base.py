@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from arbibench.attacks.losses import LOSSES, LossFn
@@ -75,6 +76,16 @@ def predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 # -- the contract --------------------------------------------------------------------------------------------------
+def most_likely_other_classes(logits: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k`` most likely wrong classes per sample ([N, k], most likely first): the targets of APGD-T and FAB-T.
+
+    ``k`` is capped at the number of classes minus one; ties keep class order so the choice is deterministic.
+    """
+    others = logits.masked_fill(F.one_hot(y, logits.shape[1]).bool(), -math.inf)
+    ranked = others.sort(dim=1, descending=True, stable=True).indices
+    return ranked[:, : min(k, logits.shape[1] - 1)]
+
+
 class Attack(ABC):
     """Base of all attacks. Subclasses set ``name``, ``needs_gradients``, ``Config`` and implement :meth:`run`."""
 

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbibench.attacks.base import Attack, predict, require_int, require_positive_float
+from arbibench.attacks.base import Attack, most_likely_other_classes, predict, require_int, require_positive_float
 from arbibench.attacks.threat import ThreatModel, _check_generator
 
 FAB_NORMS = ("Linf", "L2")
@@ -305,12 +305,8 @@ class FABT(FAB):
             clean = model(x)
         if clean.dim() != 2 or clean.shape[1] < 2:
             raise ValueError(f"fab_t needs logits [N, K] with K >= 2 classes, got {tuple(clean.shape)}")
-        others = clean.masked_fill(F.one_hot(y, clean.shape[1]).bool(), -math.inf)
-        ranked = others.sort(dim=1, descending=True, stable=True).indices  # most likely other class first
-        n_targets = min(cfg.n_target_classes, clean.shape[1] - 1)
-        runs: list[tuple[torch.Tensor | None, bool]] = [
-            (ranked[:, j], r > 0) for j in range(n_targets) for r in range(cfg.restarts)
-        ]
+        targets = most_likely_other_classes(clean, y, cfg.n_target_classes)
+        runs: list[tuple[torch.Tensor | None, bool]] = [(t, r > 0) for t in targets.T for r in range(cfg.restarts)]
         return self._attack(model, x, y, threat, generator, runs, clean.argmax(dim=1) != y)
 
 

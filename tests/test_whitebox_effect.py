@@ -1,0 +1,55 @@
+"""Every white-box attack breaks the shipped full-precision ResNet-20 on 200 real CIFAR-10 test images.
+
+The protocol's sanity bar for a non-robust model: each iterative attack at Linf 8/255 (L2 0.5 for the L2-only
+CW-L2) leaves below 5% accuracy, and FGSM at least halves it. Attacks already measured on these 200 images in their
+own test files (APGD family, MI-FGSM, CW-Linf) are not repeated here.
+"""
+
+import pytest
+import torch
+
+from arbibench.attacks import L2, Linf, get_attack
+from arbibench.data import load_cifar10
+from arbibench.models.zoo import load_model
+
+N = 200
+
+
+@pytest.fixture(scope="module")
+def fp_and_data(data_dir):
+    model = load_model("resnet20_fp")
+    x, y, _ = load_cifar10(N, data_dir=data_dir)
+    with torch.no_grad():
+        correct = model(x).argmax(1) == y
+    return model, x, y, correct
+
+
+def robust_accuracy(model, x, y, correct, attack, threat) -> float:
+    x_adv = attack(model, x[correct], y[correct], threat, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        still = model(x_adv).argmax(1) == y[correct]
+    return int(still.sum()) / len(y)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "threat"),
+    [
+        ("pgd", {}, Linf(8 / 255)),
+        ("deepfool", {}, Linf(8 / 255)),
+        ("cw_l2", {}, L2(0.5)),
+        ("fab_t", {"steps": 30, "n_target_classes": 3}, Linf(8 / 255)),  # fewer steps and targets: time
+        ("autoattack", {}, Linf(8 / 255)),
+    ],
+    ids=["pgd", "deepfool", "cw_l2", "fab_t-30steps-3targets", "autoattack"],
+)
+def test_iterative_attack_breaks_fp_model(fp_and_data, name, params, threat):
+    model, x, y, correct = fp_and_data
+    clean = int(correct.sum()) / N
+    assert clean > 0.85
+    assert robust_accuracy(model, x, y, correct, get_attack(name, **params), threat) < 0.05
+
+
+def test_fgsm_at_least_halves_accuracy(fp_and_data):
+    model, x, y, correct = fp_and_data
+    clean = int(correct.sum()) / N
+    assert robust_accuracy(model, x, y, correct, get_attack("fgsm"), Linf(8 / 255)) <= clean / 2
