@@ -54,3 +54,11 @@ def model(request: pytest.FixtureRequest) -> nn.Module:
     """A random-init ResNet-20, full precision and binarized: for structural attack tests that need no training."""
     torch.manual_seed(0)
     return resnet20(request.param).eval()
+
+
+@pytest.fixture(scope="session")
+def trained_fp() -> nn.Module:
+    """The shipped full-precision ResNet-20 (89.6% clean): attacks must break it."""
+    from arbibench.models.zoo import load_model
+
+    return load_model("resnet20_fp")

@@ -288,16 +288,7 @@ def test_apgd_t_needs_four_classes() -> None:
         APGDT(steps=2)(net, x, predict(net, x), Linf(0.1), gen())
 
 
-# -- effect on the trained zoo model (skipped only while the checkpoint is not shipped) -------------------------------
-@pytest.fixture(scope="module")
-def trained_fp() -> nn.Module:
-    from arbibench.models.zoo import CHECKPOINT_DIR, get_entry, load_model
-
-    if not (CHECKPOINT_DIR / get_entry("resnet20_fp").filename).is_file():
-        pytest.skip("resnet20_fp checkpoint not shipped yet")
-    return load_model("resnet20_fp")
-
-
+# -- effect on the trained zoo model -------------------------------
 @pytest.fixture(scope="module")
 def first200(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
     x, y, _ = load_cifar10(200, data_dir=data_dir)

@@ -335,16 +335,7 @@ def test_losses_per_sample() -> None:
     assert margin(logits, y).tolist() == [-2.0, 2.0]
 
 
-# -- effect on the trained zoo model (skipped only while the checkpoint is not shipped) -------------------------------
-@pytest.fixture(scope="module")
-def trained_fp() -> nn.Module:
-    from arbibench.models.zoo import CHECKPOINT_DIR, get_entry, load_model
-
-    if not (CHECKPOINT_DIR / get_entry("resnet20_fp").filename).is_file():
-        pytest.skip("resnet20_fp checkpoint not shipped yet")
-    return load_model("resnet20_fp")
-
-
+# -- effect on the trained zoo model -------------------------------
 @pytest.fixture(scope="module")
 def first100(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
     x, y, _ = load_cifar10(100, data_dir=data_dir)

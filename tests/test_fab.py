@@ -267,16 +267,7 @@ def test_bad_params_name_the_param(name: str, params: dict, match: str) -> None:
         get_attack(name, **params)
 
 
-# -- effect on the trained zoo model (skipped only while the checkpoint is not shipped) -------------------------------
-@pytest.fixture(scope="module")
-def trained_fp() -> nn.Module:
-    from arbibench.models.zoo import CHECKPOINT_DIR, get_entry, load_model
-
-    if not (CHECKPOINT_DIR / get_entry("resnet20_fp").filename).is_file():
-        pytest.skip("resnet20_fp checkpoint not shipped yet")
-    return load_model("resnet20_fp")
-
-
+# -- effect on the trained zoo model -------------------------------
 def test_trained_fab_t_linf(trained_fp: nn.Module, data_dir: Path) -> None:
     # Reduced from AutoAttack's 100 steps and 9 targets to keep the test short. Measured (first 100 test images):
     # clean 91%, FAB-T 0% at 8/255, median Linf distance of the fooled points ~0.63/255.
@@ -296,10 +287,8 @@ def test_trained_bnn_fab_t_linf(data_dir: Path) -> None:
     # The trained zoo BNN linearises well enough for FAB-T to lower its accuracy, but far less than APGD-T does:
     # measured on the first 100 test images (30 steps, 3 targets) clean 72%, FAB-T 19% at 8/255 (APGD-T: 0% with
     # 20 steps on the first 50), and most points it fools lie beyond eps before projection. Small run here.
-    from arbibench.models.zoo import CHECKPOINT_DIR, get_entry, load_model
+    from arbibench.models.zoo import load_model
 
-    if not (CHECKPOINT_DIR / get_entry("resnet20_bnn").filename).is_file():
-        pytest.skip("resnet20_bnn checkpoint not shipped yet")
     net = load_model("resnet20_bnn")
     x, y, _ = load_cifar10(32, data_dir=data_dir)
     threat = Linf(8 / 255)

@@ -10,14 +10,13 @@ import torch
 
 from arbibench.attacks import L2, Linf, get_attack
 from arbibench.data import load_cifar10
-from arbibench.models.zoo import load_model
 
 N = 200
 
 
 @pytest.fixture(scope="module")
-def fp_and_data(data_dir):
-    model = load_model("resnet20_fp")
+def fp_and_data(trained_fp, data_dir):
+    model = trained_fp
     x, y, _ = load_cifar10(N, data_dir=data_dir)
     with torch.no_grad():
         correct = model(x).argmax(1) == y
