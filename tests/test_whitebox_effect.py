@@ -37,9 +37,10 @@ def robust_accuracy(model, x, y, correct, attack, threat) -> float:
         ("deepfool", {}, Linf(8 / 255)),
         ("cw_l2", {}, L2(0.5)),
         ("fab_t", {"steps": 30, "n_target_classes": 3}, Linf(8 / 255)),  # fewer steps and targets: time
+        ("fab", {"steps": 30}, Linf(8 / 255)),  # untargeted: every logit's gradient per step, so fewer steps
         ("autoattack", {}, Linf(8 / 255)),
     ],
-    ids=["pgd", "deepfool", "cw_l2", "fab_t-30steps-3targets", "autoattack"],
+    ids=["pgd", "deepfool", "cw_l2", "fab_t-30steps-3targets", "fab-30steps", "autoattack"],
 )
 def test_iterative_attack_breaks_fp_model(fp_and_data, name, params, threat):
     model, x, y, correct = fp_and_data
