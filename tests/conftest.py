@@ -62,3 +62,23 @@ def trained_fp() -> nn.Module:
     from arbibench.models.zoo import load_model
 
     return load_model("resnet20_fp")
+
+
+class GradBatchRecorder(nn.Module):
+    """Wraps a model and records the batch size of every forward pass that builds a graph (early-exit tests)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.sizes: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            self.sizes.append(x.shape[0])
+        return self.inner(x)
+
+
+@pytest.fixture(scope="session")
+def grad_batches() -> type[GradBatchRecorder]:
+    """The :class:`GradBatchRecorder` class: ``net = grad_batches(model)``, then read ``net.sizes``."""
+    return GradBatchRecorder

@@ -167,24 +167,10 @@ def test_step_halving_homes_in_on_an_interior_maximum(threat: Linf | L2) -> None
 
 
 # -- early exit and targets ------------------------------------------------------------------------------------------
-class _GradBatches(nn.Module):
-    """Wraps a model and records the batch size of every forward pass that builds a graph."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-        self.sizes: list[int] = []
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled():
-            self.sizes.append(x.shape[0])
-        return self.inner(x)
-
-
 @pytest.mark.parametrize("name", ["apgd_ce", "apgd_t"])
-def test_early_exit_keeps_adversarial_points(images: torch.Tensor, name: str) -> None:
+def test_early_exit_keeps_adversarial_points(grad_batches: type[nn.Module], images: torch.Tensor, name: str) -> None:
     torch.manual_seed(0)
-    net = _GradBatches(resnet20("bnn")).eval()
+    net = grad_batches(resnet20("bnn")).eval()
     x = images
     y = predict(net, x)
     half = len(y) // 2
@@ -198,8 +184,8 @@ def test_early_exit_keeps_adversarial_points(images: torch.Tensor, name: str) ->
     assert min(net.sizes) < len(y) - half
 
 
-def test_restarts_each_run_steps_plus_one_gradients() -> None:
-    net = _GradBatches(_Hopeless(5)).eval()
+def test_restarts_each_run_steps_plus_one_gradients(grad_batches: type[nn.Module]) -> None:
+    net = grad_batches(_Hopeless(5)).eval()
     x = torch.full((2, 1, 2, 2), 0.5)
     y = torch.zeros(2, dtype=torch.int64)
     APGD(steps=6, restarts=3)(net, x, y, Linf(0.1), gen())

@@ -180,24 +180,12 @@ def test_pgd_never_fooled_returns_last_iterate(schedule: str, total: float) -> N
 
 
 # -- early exit ------------------------------------------------------------------------------------------------------
-class _BatchSizeRecorder(nn.Module):
-    """Wraps a model and records the batch size of every forward pass that builds a graph."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-        self.grad_batches: list[int] = []
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled():
-            self.grad_batches.append(x.shape[0])
-        return self.inner(x)
-
-
 @pytest.mark.parametrize("random_start", [False, True])
-def test_pgd_early_exit_keeps_adversarial_points(images: tuple[torch.Tensor, torch.Tensor], random_start: bool) -> None:
+def test_pgd_early_exit_keeps_adversarial_points(
+    grad_batches: type[nn.Module], images: tuple[torch.Tensor, torch.Tensor], random_start: bool
+) -> None:
     torch.manual_seed(0)
-    net = _BatchSizeRecorder(resnet20("bnn")).eval()
+    net = grad_batches(resnet20("bnn")).eval()
     x, _ = images
     y = own_labels(net, x)
     y[: len(y) // 2] = (y[: len(y) // 2] + 1) % 10  # half the batch starts misclassified
@@ -209,9 +197,9 @@ def test_pgd_early_exit_keeps_adversarial_points(images: tuple[torch.Tensor, tor
     assert bool(fooled[wrong_at_start].all())
     # gradients are only ever computed for samples not yet fooled, so the batch never grows and soon shrinks
     # (with a random start, the clean check drops the misclassified ones before the first gradient)
-    assert net.grad_batches[0] == len(y) - (int(wrong_at_start.sum()) if random_start else 0)
-    assert net.grad_batches == sorted(net.grad_batches, reverse=True)
-    assert max(net.grad_batches[1:], default=0) < len(y)
+    assert net.sizes[0] == len(y) - (int(wrong_at_start.sum()) if random_start else 0)
+    assert net.sizes == sorted(net.sizes, reverse=True)
+    assert max(net.sizes[1:], default=0) < len(y)
 
 
 def test_pgd_more_restarts_never_worse(images: tuple[torch.Tensor, torch.Tensor]) -> None:

@@ -26,6 +26,7 @@ from torch import nn
 
 from arbibench.attacks.base import (
     Attack,
+    confirmed_misclassified,
     loss_gradient,
     most_likely_other_classes,
     predict,
@@ -260,11 +261,7 @@ class APGD(Attack):
         )
 
         def drop_fooled(state: dict[str, torch.Tensor], logits: torch.Tensor) -> dict[str, torch.Tensor]:
-            candidates = (logits.argmax(dim=1) != state["y"]).nonzero().squeeze(1)
-            if candidates.numel() == 0:
-                return state
-            # Confirm with a no-grad forward: only what the deployed model gets wrong may end a sample's search.
-            hit = candidates[predict(model, state["cur"][candidates]) != state["y"][candidates]]
+            hit = confirmed_misclassified(model, state["cur"], state["y"], logits)
             if hit.numel() == 0:
                 return state
             found[state["idx"][hit]] = state["cur"][hit]

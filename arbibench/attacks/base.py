@@ -76,6 +76,18 @@ def predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 # -- the contract --------------------------------------------------------------------------------------------------
+def confirmed_misclassified(model: nn.Module, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """Indices of ``x`` that the deployed model misclassifies, among those ``logits`` (from a gradient pass) flag.
+
+    The no-grad forward confirms each candidate: surrogate arithmetic can differ from the deployed model by
+    rounding, and only what the deployed model gets wrong may end a sample's attack (early exit).
+    """
+    candidates = (logits.argmax(dim=1) != y).nonzero().squeeze(1)
+    if candidates.numel() == 0:
+        return candidates
+    return candidates[predict(model, x[candidates]) != y[candidates]]
+
+
 def most_likely_other_classes(logits: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor:
     """The ``k`` most likely wrong classes per sample ([N, k], most likely first): the targets of APGD-T and FAB-T.
 

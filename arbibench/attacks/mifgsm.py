@@ -15,7 +15,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from arbibench.attacks.base import Attack, loss_gradient, predict, require_int, require_loss, require_positive_float
+from arbibench.attacks.base import (
+    Attack,
+    confirmed_misclassified,
+    loss_gradient,
+    require_int,
+    require_loss,
+    require_positive_float,
+)
 from arbibench.attacks.losses import get_loss
 from arbibench.attacks.threat import ThreatModel
 
@@ -77,17 +84,14 @@ class MIFGSM(Attack):
         momentum = torch.zeros_like(x)
         for _ in range(cfg.steps):
             grad, logits = loss_gradient(model, cur, yi, loss_fn)
-            candidates = (logits.argmax(dim=1) != yi).nonzero().squeeze(1)
-            if candidates.numel():
-                # Confirm with a no-grad forward: only what the deployed model gets wrong ends a sample's attack.
-                hit = candidates[predict(model, cur[candidates]) != yi[candidates]]
-                if hit.numel():
-                    x_adv[idx[hit]] = cur[hit]
-                    keep = torch.ones_like(yi, dtype=torch.bool)
-                    keep[hit] = False
-                    idx, cur, grad, x0, yi, momentum = (t[keep] for t in (idx, cur, grad, x0, yi, momentum))
-                    if idx.numel() == 0:
-                        return x_adv
+            hit = confirmed_misclassified(model, cur, yi, logits)
+            if hit.numel():
+                x_adv[idx[hit]] = cur[hit]
+                keep = torch.ones_like(yi, dtype=torch.bool)
+                keep[hit] = False
+                idx, cur, grad, x0, yi, momentum = (t[keep] for t in (idx, cur, grad, x0, yi, momentum))
+                if idx.numel() == 0:
+                    return x_adv
             momentum = cfg.decay * momentum + l1_normalised(grad)
             cur = threat.project(cur + alpha * threat.step_direction(momentum), x0)
         x_adv[idx] = cur  # adversarial or not, the last iterate

@@ -16,6 +16,7 @@ from torch import nn
 
 from arbibench.attacks.base import (
     Attack,
+    confirmed_misclassified,
     loss_gradient,
     predict,
     require_bool,
@@ -94,19 +95,15 @@ class PGD(Attack):
             x0, yi = x[idx], y[idx]
             for k in range(cfg.steps):
                 grad, logits = loss_gradient(model, cur, yi, loss_fn)
-                candidates = (logits.argmax(dim=1) != yi).nonzero().squeeze(1)
-                if candidates.numel():
-                    # Confirm with a no-grad forward: surrogate arithmetic can differ from the deployed model by
-                    # rounding, and only what the deployed model gets wrong may end a sample's attack.
-                    hit = candidates[predict(model, cur[candidates]) != yi[candidates]]
-                    if hit.numel():
-                        x_adv[idx[hit]] = cur[hit]
-                        fooled[idx[hit]] = True
-                        keep = torch.ones_like(yi, dtype=torch.bool)
-                        keep[hit] = False
-                        idx, cur, grad, x0, yi = idx[keep], cur[keep], grad[keep], x0[keep], yi[keep]
-                        if idx.numel() == 0:
-                            break
+                hit = confirmed_misclassified(model, cur, yi, logits)
+                if hit.numel():
+                    x_adv[idx[hit]] = cur[hit]
+                    fooled[idx[hit]] = True
+                    keep = torch.ones_like(yi, dtype=torch.bool)
+                    keep[hit] = False
+                    idx, cur, grad, x0, yi = idx[keep], cur[keep], grad[keep], x0[keep], yi[keep]
+                    if idx.numel() == 0:
+                        break
                 alpha = step * cfg.step_factor(k)
                 cur = threat.project(cur + alpha * threat.step_direction(grad), x0)
             if idx.numel():
