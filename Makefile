@@ -8,7 +8,7 @@ ARBIBENCH_DATA ?= $(if $(wildcard ../shared/data/cifar10),$(abspath ../shared/da
 export ARBIBENCH_DATA
 DEMO_STORE ?= runs/demo.db
 
-.PHONY: install test lint demo clean
+.PHONY: install test lint demo zoo clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,15 @@ demo: $(STAMP)
 		--store $(DEMO_STORE) --json runs/demo_resnet20_fp.json
 	$(VENV)/bin/arbibench eval --model resnet20_bnn --attacks fgsm,pgd --n-examples 1000 --eps 8/255 \
 		--store $(DEMO_STORE) --json runs/demo_resnet20_bnn.json
+
+# Trains the ResNet-20 CIFAR-10 zoo on this machine's CPU, one model after the other, each resuming from its last
+# finished epoch, and exports checkpoint + model card into the package (then add its sha256 to models/zoo.py).
+ZOO_METHODS ?= fp bnn irnet bireal xnor dorefa xnorpp reactnet
+zoo: $(STAMP)
+	for m in $(ZOO_METHODS); do \
+		if [ -f arbibench/models/checkpoints/resnet20_$$m.json ]; then echo "resnet20_$$m: shipped"; continue; fi; \
+		$(VENV)/bin/arbibench train --arch resnet20 --method $$m --export || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) runs/demo.db* .pytest_cache .hypothesis

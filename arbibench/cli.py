@@ -33,10 +33,14 @@ def _fail(e: Exception) -> None:
 @app.command()
 def train(
     arch: str = typer.Option("resnet20", help="Backbone architecture."),
-    method: str = typer.Option("fp", help="Binarization method preset (fp, bnn)."),
+    method: str = typer.Option(
+        "fp", help="Method preset: fp, bnn, xnor, dorefa, bireal, irnet, reactnet, xnorpp."
+    ),
     epochs: int | None = typer.Option(None, help="Epochs; default: the method's CPU recipe."),
     out: Path = typer.Option(Path("runs"), help="Folder for run folders; the run goes to OUT/<arch>_<method>."),
-    init_from: Path | None = typer.Option(None, help="safetensors checkpoint to initialise matching tensors from."),
+    init_from: str | None = typer.Option(
+        None, help="Zoo model name or safetensors file whose matching tensors initialise the model."
+    ),
     seed: int = typer.Option(0, help="Seed for initialisation, shuffling and augmentation."),
     lr: float | None = typer.Option(None, help="Peak learning rate; default: the method's recipe."),
     paper: bool = typer.Option(False, help="Use the long paper-length schedule (for a GPU)."),

@@ -23,6 +23,21 @@ def format_eps(eps: float) -> str:
     return f"{eps:g}"
 
 
+def query_summary(out: Outcomes) -> dict:
+    """Median queries at success over the samples a black-box attack fooled, and mean queries per attacked sample.
+
+    Both are None for white-box attacks (no queries recorded).
+    """
+    recorded = out.clean_correct & (out.queries >= 0)
+    if not recorded.any():
+        return {"median_queries": None, "mean_queries": None}
+    fooled = recorded & ~out.adv_correct
+    return {
+        "median_queries": float(np.median(out.queries[fooled])) if fooled.any() else None,
+        "mean_queries": float(out.queries[recorded].mean()),
+    }
+
+
 @dataclass
 class BenchmarkResult:
     model_name: str
@@ -54,7 +69,9 @@ class BenchmarkResult:
         for m in self.report.to_dict()["attacks"]:
             out = self.outcomes[m["attack"]]
             attacked = out.clean_correct
-            m["mean_perturbation"] = float(out.perturbation[attacked].mean()) if attacked.any() else 0.0
+            finite = attacked & np.isfinite(out.perturbation)
+            m["mean_perturbation"] = float(out.perturbation[finite].mean()) if finite.any() else 0.0
+            m.update(query_summary(out))
             m["seconds"] = round(self.seconds.get(m["attack"], 0.0), 3)
             m["config"] = self.attack_configs.get(m["attack"], {})
             attacks[m["attack"]] = m

@@ -27,6 +27,7 @@ from rich.text import Text
 from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel, get_attack
+from arbibench.attacks.query import BlackBoxAttack
 from arbibench.evaluation.checks import run_checks
 from arbibench.evaluation.inputs import check_images, check_labels, check_model
 from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
@@ -124,6 +125,7 @@ def run_attack(
             clean_ok = torch.from_numpy(clean.clean_correct[start : start + bs]).to(ctx.device)
         adv_ok = clean_ok.clone()
         pert = torch.zeros(len(yb), device=ctx.device)
+        queries: list[int | None] | None = None
         attacked = clean_ok.nonzero().flatten()
         if attack is not None and len(attacked):
             x0, y0 = xb[attacked], yb[attacked]
@@ -132,6 +134,14 @@ def run_attack(
             with torch.no_grad():
                 adv_ok[attacked] = ctx.model(x_adv).argmax(1) == y0
             pert[attacked] = ctx.threat.distance(x_adv, x0).to(pert.dtype)
+            if isinstance(attack, BlackBoxAttack) and attack.query_counts is not None:
+                # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
+                # sample then stays robust at this eps, and its distance is kept for other eps)
+                found = torch.isfinite(attack.min_distance)
+                pert[attacked[found]] = attack.min_distance[found].to(pert)
+                queries = [None] * len(yb)
+                for i, q in zip(attacked.tolist(), attack.query_counts.tolist(), strict=True):
+                    queries[i] = int(q)
         ctx.store.commit_batch(
             key,
             b,
@@ -139,6 +149,7 @@ def run_attack(
             clean_ok.tolist(),
             adv_ok.tolist(),
             pert.tolist(),
+            queries,
             seconds=time.perf_counter() - t0,
         )
         progress.advance(task, len(yb))

@@ -1,8 +1,45 @@
 """BNN method presets: a method is a handful of choices, not a subclass tree.
 
-A preset names the quantizers of the binary convolutions, the activation between them, and the paper it follows.
-The first convolution and the last linear layer always stay full precision (as in every BNN paper compared by
-ARBiBench), so a preset only governs the inner convolutions of a backbone.
+A preset names the quantizers of the binary convolutions (activation and kernel, by alias, see ``arbibench.nn``),
+the activation after each batch norm, where the real-valued shortcuts go, and how a down-sampling shortcut is
+built. Every backbone builds every preset from these fields alone.
+
+What stays full precision, for every preset and backbone (as in all the papers ARBiBench compares): the first
+convolution, the last linear layer, batch norms, activations and shortcuts. ``downsample="real"`` adds a real-valued
+1x1 convolution on the down-sampling shortcut (Bi-Real, ReActNet); ``"option_a"`` is He et al.'s parameter-free
+shortcut (subsample, pad channels with zeros).
+
+Presets (one paragraph each, the paper first):
+
+``fp``: He et al., *Deep Residual Learning*, CVPR 2016. The full-precision twin: ordinary convolutions, ReLU.
+
+``bnn``: Hubara et al., *Binarized Neural Networks*, NeurIPS 2016. sign on weights and activations, clipped
+straight-through estimator, no weight scaling; hardtanh after each batch norm keeps activations in the estimator's
+non-zero range. Shortcut around every two convolutions.
+
+``xnor``: Rastegari et al., *XNOR-Net*, ECCV 2016. As ``bnn`` but the binary kernel is scaled by the mean absolute
+weight of each output channel. The activation scaling K of the paper is left out, as in most re-implementations
+(its effect is absorbed by the batch norm that follows).
+
+``dorefa``: Zhou et al., *DoReFa-Net*, arXiv 2016, with 1-bit weights and activations: weights
+``mean|W| * sign(W)`` with one scale per layer and the identity straight-through estimator; activations sign with
+the clipped estimator (the 1-bit setting used by BNN benchmarks such as BiBench).
+
+``bireal``: Liu et al., *Bi-Real Net*, ECCV 2018. ApproxSign (piecewise-quadratic derivative) on activations,
+per-channel scaled sign on weights, a real-valued shortcut around *every* binary convolution, a real-valued
+down-sampling shortcut (average pool + 1x1 conv + batch norm), no activation besides the sign.
+
+``irnet``: Qin et al., *IR-Net*, CVPR 2020. Libra-PB on weights (per-channel standardisation, power-of-two scale),
+the Error Decay Estimator with its training-time schedule on weights and activations, shortcut around every binary
+convolution (Bi-Real structure, as in IR-Net's CIFAR code), hardtanh.
+
+``reactnet``: Liu et al., *ReActNet*, ECCV 2020, applied to a Bi-Real-style ResNet: RSign (learnable threshold per
+channel) and RPReLU (learnable shifts around a PReLU), per-channel scaled sign on weights, shortcut around every
+binary convolution, real-valued down-sampling. The distributional (teacher) loss of the paper is not used.
+
+``xnorpp``: Bulat & Tzimiropoulos, *XNOR-Net++*, BMVC 2019. sign activations with the clipped estimator; the weight
+and activation scales fused into one factor per output channel learned by back-propagation; a shortcut around every
+binary convolution and PReLU.
 """
 
 from __future__ import annotations
@@ -15,8 +52,10 @@ class Method:
     name: str
     input_quantizer: str | None
     kernel_quantizer: str | None
-    activation: str  # "relu" or "hardtanh"
+    activation: str  # see arbibench.nn.activations.ACTIVATIONS
     paper: str
+    shortcut: str = "block"  # "block": around every two convs (ResNet); "per_conv": around every conv (Bi-Real)
+    downsample: str = "option_a"  # "option_a": parameter-free; "real": avgpool + full-precision 1x1 conv + BN
     bits_weights: int = 1
     bits_activations: int = 1
 
@@ -26,11 +65,21 @@ class Method:
 
 
 METHODS: dict[str, Method] = {
-    # Full precision twin: same backbone, ordinary convolutions, ReLU.
-    "fp": Method("fp", None, None, "relu", "He et al., Deep Residual Learning, CVPR 2016", 32, 32),
-    # BinaryNet: sign on weights and activations, clipped straight-through estimator, no weight scaling;
-    # hardtanh between layers keeps activations in the STE's non-zero-gradient range.
-    "bnn": Method("bnn", "ste_sign", "ste_sign", "hardtanh", "Hubara et al., Binarized Neural Networks, NeurIPS 2016"),
+    m.name: m
+    for m in (
+        Method("fp", None, None, "relu", "He et al., Deep Residual Learning, CVPR 2016", bits_weights=32,
+               bits_activations=32),
+        Method("bnn", "ste_sign", "ste_sign", "hardtanh", "Hubara et al., Binarized Neural Networks, NeurIPS 2016"),
+        Method("xnor", "ste_sign", "channel_scaled_sign", "hardtanh", "Rastegari et al., XNOR-Net, ECCV 2016"),
+        Method("dorefa", "ste_sign", "layer_scaled_sign", "hardtanh", "Zhou et al., DoReFa-Net, arXiv:1606.06160"),
+        Method("bireal", "approx_sign", "channel_scaled_sign", "identity", "Liu et al., Bi-Real Net, ECCV 2018",
+               shortcut="per_conv", downsample="real"),
+        Method("irnet", "ede_sign", "libra_pb_sign", "hardtanh", "Qin et al., IR-Net, CVPR 2020", shortcut="per_conv"),
+        Method("reactnet", "rsign", "channel_scaled_sign", "rprelu", "Liu et al., ReActNet, ECCV 2020",
+               shortcut="per_conv", downsample="real"),
+        Method("xnorpp", "ste_sign", "learned_scale_sign", "prelu", "Bulat & Tzimiropoulos, XNOR-Net++, BMVC 2019",
+               shortcut="per_conv"),
+    )
 }
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from arbibench.models.architectures import build_model
 from arbibench.models.methods import get_method
-from arbibench.models.resnet import ARCHITECTURES
 from arbibench.nn.layers import count_binary_layers
 
 CHECKPOINT_DIR = Path(__file__).parent / "checkpoints"
@@ -85,6 +85,23 @@ def load_card(name: str, model_dir: str | os.PathLike | None = None) -> dict:
     return json.loads(path.read_text())
 
 
+def verified_checkpoint(entry: ZooEntry, model_dir: str | os.PathLike | None = None) -> Path:
+    """Path of ``entry``'s checkpoint after checking it exists and its sha256 is the registry's."""
+    path = Path(model_dir or CHECKPOINT_DIR) / entry.filename
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"checkpoint {path} for {entry.name!r} is missing; train it with "
+            f"`arbibench train --arch {entry.arch} --method {entry.method} --export` or pass model_dir."
+        )
+    got = sha256_file(path)
+    if got != entry.sha256:
+        raise ChecksumError(
+            f"checkpoint {path} has sha256 {got} but the zoo registry expects {entry.sha256}: the file is corrupt "
+            "or was replaced. Restore it (git checkout / reinstall arbibench) or retrain and re-export."
+        )
+    return path
+
+
 def load_model(
     model_name: str,
     model_dir: str | os.PathLike | None = None,
@@ -94,19 +111,8 @@ def load_model(
 ) -> torch.nn.Module:
     """Load a zoo model by name, verified against its sha256, in eval mode on ``device`` (default CPU)."""
     entry = get_entry(model_name, dataset)
-    path = Path(model_dir or CHECKPOINT_DIR) / entry.filename
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"checkpoint {path} for {model_name!r} is missing; train it with "
-            f"`arbibench train --arch {entry.arch} --method {entry.method} --export` or pass model_dir."
-        )
-    got = sha256_file(path)
-    if got != entry.sha256:
-        raise ChecksumError(
-            f"checkpoint {path} has sha256 {got} but the zoo registry expects {entry.sha256}: the file is corrupt "
-            "or was replaced. Restore it (git checkout / reinstall arbibench) or retrain and re-export."
-        )
-    model = ARCHITECTURES[entry.arch](entry.method)
+    path = verified_checkpoint(entry, model_dir)
+    model = build_model(entry.arch, entry.method)
     model.load_state_dict(load_file(str(path)))
     return model.eval().to(device or "cpu")
 
@@ -118,7 +124,7 @@ def zoo_rows(model_dir: str | os.PathLike | None = None) -> list[dict]:
         folder = Path(model_dir or CHECKPOINT_DIR)
         card_path = folder / f"{entry.name}.json"
         card = json.loads(card_path.read_text()) if card_path.is_file() else {}
-        model = ARCHITECTURES[entry.arch](entry.method)
+        model = build_model(entry.arch, entry.method)
         rows.append(
             {
                 "name": entry.name,
@@ -146,7 +152,7 @@ def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.P
     tmp = weights.with_name(weights.name + ".tmp")
     shutil.copyfile(run_dir / "model.safetensors", tmp)
     os.replace(tmp, weights)
-    model = ARCHITECTURES[recipe["arch"]](recipe["method"])
+    model = build_model(recipe["arch"], recipe["method"])
     method = get_method(recipe["method"])
     card = {
         "name": name,

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import arbibench.nn.scalings  # noqa: F401 - registers the weight binarizers' aliases
 from arbibench.nn.quantizers import Quantizer, get_quantizer
 
 
@@ -34,8 +35,8 @@ class BinaryConv2d(nn.Conv2d):
         kernel_quantizer: str | Quantizer | None = "ste_sign",
     ) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=bias)
-        self.input_quantizer = get_quantizer(input_quantizer)
-        self.kernel_quantizer = get_quantizer(kernel_quantizer)
+        self.input_quantizer = get_quantizer(input_quantizer, in_channels)
+        self.kernel_quantizer = get_quantizer(kernel_quantizer, out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.input_quantizer is not None:
@@ -57,8 +58,8 @@ class BinaryLinear(nn.Linear):
         kernel_quantizer: str | Quantizer | None = "ste_sign",
     ) -> None:
         super().__init__(in_features, out_features, bias=bias)
-        self.input_quantizer = get_quantizer(input_quantizer)
-        self.kernel_quantizer = get_quantizer(kernel_quantizer)
+        self.input_quantizer = get_quantizer(input_quantizer, in_features)
+        self.kernel_quantizer = get_quantizer(kernel_quantizer, out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.input_quantizer is not None:

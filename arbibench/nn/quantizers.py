@@ -57,17 +57,35 @@ def tanh_surrogate(beta: float) -> SurrogateFn:
     return surrogate
 
 
+def ede_surrogate(t: float) -> SurrogateFn:
+    """IR-Net's Error Decay Estimator at temperature ``t``: ``k tanh(t x)`` with ``k = max(1/t, 1)``.
+
+    Early in training (small ``t``) the gradient reaches every weight and activation, like the identity; late in
+    training (large ``t``) it approaches the derivative of sign itself (Qin et al., CVPR 2020, eq. 9-10).
+    """
+    k = max(1.0 / t, 1.0)
+
+    def surrogate(x: torch.Tensor) -> torch.Tensor:
+        return k * torch.tanh(t * x)
+
+    return surrogate
+
+
 SURROGATES: dict[str, SurrogateFn] = {
     "identity": _identity,
     "ste": _clipped,
     "approx_sign": _approx_sign,
     "tanh": tanh_surrogate(1.0),
+    "ede": ede_surrogate(10.0),
 }
 
 # Surrogate families with one positive parameter, written ``"name:param"`` (``"tanh:5"`` is tanh(5x)), each with
 # the parameter its bare name means (``"tanh"`` is ``"tanh:1"``). A spec stays a plain string, so it can be
 # assigned to a quantizer, hashed by the store and typed on a CLI.
-PARAMETRIC_SURROGATES: dict[str, tuple[Callable[[float], SurrogateFn], float]] = {"tanh": (tanh_surrogate, 1.0)}
+PARAMETRIC_SURROGATES: dict[str, tuple[Callable[[float], SurrogateFn], float]] = {
+    "tanh": (tanh_surrogate, 1.0),
+    "ede": (ede_surrogate, 10.0),  # bare "ede" is the end of IR-Net's schedule, t = T_max = 10
+}
 
 
 def _short_float(value: float) -> str:
@@ -110,6 +128,11 @@ def get_surrogate(spec: str) -> SurrogateFn:
     return _resolve_surrogate(spec)
 
 
+def surrogate_family(spec: str) -> str:
+    """The family of a surrogate spec: ``"tanh:5"`` -> ``"tanh"``, ``"ste"`` -> ``"ste"``."""
+    return _parse_surrogate(spec)[0]
+
+
 @functools.lru_cache(maxsize=64)  # parsed once per spec, not at every forward pass
 def _resolve_surrogate(spec: str) -> SurrogateFn:
     family, value = _parse_surrogate(spec)
@@ -126,9 +149,48 @@ def straight_through(hard: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
 
 
 class Quantizer(nn.Module):
-    """Base of all quantizers; ``name`` is the alias a layer can be given instead of an object."""
+    """Base of all quantizers; ``name`` is the alias a layer can be given instead of an object.
+
+    Subclasses that set a ``name`` register themselves, so ``get_quantizer("rsign", channels=64)`` works for every
+    quantizer of the package without a hand-kept table. Quantizers with per-channel parameters set
+    ``per_channel = True`` and take the channel count as their only constructor argument.
+    """
 
     name: str = "quantizer"
+    per_channel: bool = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            QUANTIZERS[cls.name] = cls
+
+
+QUANTIZERS: dict[str, type[Quantizer]] = {}
+
+
+def get_quantizer(spec: str | Quantizer | None, channels: int | None = None) -> Quantizer | None:
+    """Resolve a quantizer given by alias (``"ste_sign"``), object, or ``None`` (full precision).
+
+    ``channels`` is the number of channels the quantizer sees (input channels for an activation quantizer, output
+    channels for a kernel quantizer); only quantizers with per-channel parameters use it.
+    """
+    if spec is None or isinstance(spec, Quantizer):
+        return spec
+    if isinstance(spec, str) and spec in QUANTIZERS:
+        cls = QUANTIZERS[spec]
+        if cls.per_channel:
+            if channels is None:
+                raise ValueError(f"quantizer {spec!r} has per-channel parameters: pass channels=")
+            return cls(channels)  # type: ignore[call-arg]
+        return cls()
+    raise ValueError(f"unknown quantizer {spec!r}; known: {sorted(QUANTIZERS)}")
+
+
+def set_training_progress(model: nn.Module, progress: float) -> None:
+    """Tell every quantizer with a training-time schedule (IR-Net's EDE) how far training is, in [0, 1]."""
+    for m in model.modules():
+        if isinstance(m, ScheduledSign):
+            m.set_progress(progress)
 
 
 class SignQuantizer(Quantizer):
@@ -172,16 +234,52 @@ class ApproxSign(SignQuantizer):
         super().__init__("approx_sign")
 
 
-QUANTIZERS: dict[str, type[Quantizer]] = {cls.name: cls for cls in (SteSign, ApproxSign)}
+class ScheduledSign(SignQuantizer):
+    """A sign whose surrogate follows a schedule over training (set by :func:`set_training_progress`)."""
+
+    def set_progress(self, progress: float) -> None:
+        raise NotImplementedError
 
 
-def get_quantizer(spec: str | Quantizer | None) -> Quantizer | None:
-    """Resolve a quantizer given by alias (``"ste_sign"``), object, or ``None`` (full precision)."""
-    if spec is None or isinstance(spec, Quantizer):
-        return spec
-    if isinstance(spec, str) and spec in QUANTIZERS:
-        return QUANTIZERS[spec]()
-    raise ValueError(f"unknown quantizer {spec!r}; known: {sorted(QUANTIZERS)}")
+class EDESign(ScheduledSign):
+    """sign with IR-Net's Error Decay Estimator (Qin et al., CVPR 2020).
+
+    The temperature grows over training as ``t = T_min * 10^(p * log10(T_max / T_min))`` with ``T_min = 0.1``,
+    ``T_max = 10`` and ``p`` the fraction of training done. A freshly built quantizer stands at ``p = 1``, the state
+    a trained model is deployed (and attacked) in; the training loop rewinds it to ``p = 0`` and advances it.
+    """
+
+    name = "ede_sign"
+    t_min, t_max = 0.1, 10.0
+
+    def __init__(self) -> None:
+        super().__init__("ede")
+        self.set_progress(1.0)
+
+    def set_progress(self, progress: float) -> None:
+        if not 0.0 <= progress <= 1.0:
+            raise ValueError(f"training progress must be in [0, 1], got {progress}")
+        t = self.t_min * 10 ** (progress * math.log10(self.t_max / self.t_min))
+        self.surrogate = canonical_surrogate(f"ede:{t:.6g}")
+
+
+class RSign(Quantizer):
+    """ReActNet's RSign (Liu et al., ECCV 2020): sign(x - alpha_c) with a learnable threshold per channel.
+
+    The backward is Bi-Real's ApproxSign, as in ReActNet; the threshold is learned through it. The inner sign is an
+    ordinary :class:`SignQuantizer`, so :func:`use_surrogate` swaps its backward like any other.
+    """
+
+    name = "rsign"
+    per_channel = True
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.threshold = nn.Parameter(torch.zeros(1, channels, 1, 1))
+        self.sign = SignQuantizer("approx_sign")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.sign(x - self.threshold)
 
 
 class use_surrogate:  # noqa: N801 - used like a function: ``with use_surrogate(model, "identity"):``
