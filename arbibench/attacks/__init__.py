@@ -53,7 +53,9 @@ _GRADIENT_ATTACKS: tuple[type[Attack], ...] = (
     FAB,
     FABT,
 )
-ATTACKS: dict[str, type[Attack]] = {cls.name: cls for cls in _GRADIENT_ATTACKS}
+# Score-based, decision-based and transfer attacks: they see the model only through a QueryModel (query.py).
+_BLACK_BOX_ATTACKS: tuple[type[Attack], ...] = ()
+ATTACKS: dict[str, type[Attack]] = {cls.name: cls for cls in _GRADIENT_ATTACKS + _BLACK_BOX_ATTACKS}
 # "<attack>_adaptive": the attack under several BNN gradient estimators, worst case per sample.
 ATTACKS.update({cls.name: cls for cls in map(adaptive_attack_class, _GRADIENT_ATTACKS)})
 # The AutoAttack ensemble looks its components up in ATTACKS when it is built.

@@ -129,6 +129,14 @@ class Attack(ABC):
         if any(f.name == "name" for f in fields(cls.Config)):
             raise TypeError(f"{cls.__name__}.Config may not have a field called 'name' (config_dict uses it)")
 
+    def for_target(self, model_name: str) -> Attack:
+        """The attack to run against the model called ``model_name``; most attacks do not depend on it.
+
+        A transfer attack whose surrogate is "the FP twin of the target" resolves it here, before the store hashes
+        the configuration, so the stored spec names the surrogate actually used.
+        """
+        return self
+
     def config_dict(self) -> dict[str, Any]:
         """The attack's identity for the store: its name and every config value (JSON-serialisable)."""
         return {"name": self.name, **asdict(self.config)}

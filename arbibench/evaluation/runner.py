@@ -190,7 +190,7 @@ def evaluate(
     indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
     if indices.shape != y.shape:
         raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
-    attack_objs = [get_attack(a) if isinstance(a, str) else a for a in attacks]
+    attack_objs = [(get_attack(a) if isinstance(a, str) else a).for_target(model_name) for a in attacks]
     names = [a.name for a in attack_objs]
     if len(set(names)) != len(names):
         raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")
