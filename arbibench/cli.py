@@ -148,27 +148,187 @@ app.add_typer(zoo_app, name="zoo")
 
 
 @zoo_app.command("list")
-def zoo_list() -> None:
-    """List the zoo: name, method, backbone, parameters, clean accuracy and whether the checkpoint is present."""
+def zoo_list(
+    dataset: str | None = typer.Option(None, help="Only this dataset's models (cifar10, imagenet); default: all."),
+    model_dir: Path | None = typer.Option(
+        None, help="Folder to look for checkpoints in; default: the package's checkpoint folder."
+    ),
+) -> None:
+    """List the zoo: name, dataset, method, backbone, parameters, clean accuracy and whether the checkpoint is present.
+
+    Models registered but not shipped (the ImageNet ResNet-18s) show "not shipped"; put your own
+    <name>.safetensors in --model-dir (and pass model_dir= to load_model) to use them.
+    """
     from rich.table import Table
 
     from arbibench.models.zoo import zoo_rows
 
+    try:
+        rows = zoo_rows(model_dir, dataset)
+    except USER_ERRORS as e:
+        _fail(e)
     table = Table(title="arbibench model zoo")
-    for col in ("name", "dataset", "method", "backbone", "params", "clean acc (10k test)", "checkpoint"):
-        table.add_column(col)
-    for row in zoo_rows():
-        acc = "" if row["clean_acc"] is None else f"{row['clean_acc']:.4f}"
+    for col in ("name", "dataset", "method", "backbone", "params", "clean accuracy", "checkpoint present"):
+        table.add_column(col, no_wrap=col == "name")
+    for row in rows:
+        acc = "-" if row["clean_acc"] is None else f"{100 * row['clean_acc']:.2f}%"
+        if row["shipped"]:
+            present = "yes" if row["present"] else "[red]missing[/]"
+        else:
+            present = "yes (user file)" if row["present"] else "not shipped"
         table.add_row(
-            row["name"],
-            row["dataset"],
-            row["method"],
-            row["arch"],
-            f"{row['params']:,}",
-            acc,
-            "present" if row["present"] else "[red]missing[/]",
+            row["name"], row["dataset"], row["method"], row["arch"], f"{row['params']:,}", acc, present
         )
     console.print(table)
+    console.print("clean accuracy: on the 10,000 test images, from each model card.")
+
+
+protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
+app.add_typer(protocol_app, name="protocol")
+
+
+def _protocol(name: str, quick: bool):  # noqa: ANN202 - typer helper
+    from arbibench.protocol import get_protocol
+
+    try:
+        return get_protocol(name, quick)
+    except USER_ERRORS as e:
+        _fail(e)
+
+
+@protocol_app.command("show")
+def protocol_show(
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
+    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+) -> None:
+    """Print every number of a protocol preset: subsets, eps, seeds and each attack with all its parameters."""
+    from rich.table import Table
+
+    from arbibench.protocol import describe
+
+    protocol = _protocol(name, quick)
+    table = Table(title=f"protocol {protocol.label}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    try:
+        for key, value in describe(protocol):
+            table.add_row(key, value)
+    except USER_ERRORS as e:
+        _fail(e)
+    console.print(table)
+
+
+@protocol_app.command("run")
+def protocol_run(
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
+    models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
+    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
+    model_info: Path = typer.Option(Path("model_info"), help="Where the model cards are written."),
+    model_dir: Path | None = typer.Option(None, help="Checkpoint folder (ImageNet weights you bring)."),
+    sweep: bool = typer.Option(True, help="Also run the preset's eps sweep (robust accuracy vs eps curves)."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """Run a protocol over zoo models: every (model, attack) pair through the store, cards into --model-info.
+
+    Prints per model ACC, ACC* and ACC_norm per attack, RS and RS_mean per family and overall, the worst case, and
+    each BNN's ACC_norm against its full-precision twin.
+    """
+    import time
+
+    from arbibench.evaluation.model_card import write_protocol_card
+    from arbibench.evaluation.store import ResultStore
+    from arbibench.models.zoo import zoo_rows
+    from arbibench.protocol_report import model_table, summary_table, twin_table
+    from arbibench.protocol_run import fp_twin_comparison, run_protocol
+
+    protocol = _protocol(name, quick)
+    if models.strip() == "all":
+        names = [r["name"] for r in zoo_rows(model_dir) if r["dataset"] == protocol.dataset and r["present"]]
+        if not names:
+            _fail(ValueError(f"no {protocol.dataset} checkpoints present; pass --model-dir or --models"))
+    else:
+        names = [m.strip() for m in models.split(",") if m.strip()]
+    console.print(f"protocol {protocol.label} on {len(names)} models: {', '.join(names)}")
+    for note in protocol.notes:
+        console.print(f"[yellow]note[/]: {note}")
+    t0 = time.perf_counter()
+
+    def done(result, model) -> None:  # noqa: ANN001 - callback
+        console.print(model_table(result))
+        for flag, meaning in result.flags.items():
+            console.print(f"[yellow]flag {flag}[/]: {meaning}")
+        path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
+        console.print(f"wrote {path}")
+
+    try:
+        with ResultStore(store) as db:
+            results = run_protocol(
+                protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device, console=console,
+                sweep=sweep, on_model_done=done,
+            )
+    except USER_ERRORS as e:
+        _fail(e)
+    console.print(summary_table(results, protocol))
+    rows = fp_twin_comparison(results)
+    if rows:
+        console.print(twin_table(rows))
+    console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
+
+
+@app.command()
+def sweep(
+    model: str = typer.Option(..., "--model", "-m", help="Zoo model name."),
+    eps: str = typer.Option("1/255,2/255,4/255,8/255,16/255", help="Comma-separated eps values (8/255 or 0.03)."),
+    attack: str = typer.Option("apgd_ce", help="The attack run at every eps."),
+    n_examples: int = typer.Option(500, "--n-examples", "-n", help="First N test images."),
+    dataset: str = typer.Option("cifar10", help="cifar10 or imagenet."),
+    threat_model: str = typer.Option("Linf", "--threat-model", "-t", help="Linf or L2."),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
+    model_info: Path | None = typer.Option(None, help="Add the curve to this model's card under this folder."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
+    import json
+
+    from rich.table import Table
+
+    from arbibench.attacks import parse_eps
+    from arbibench.evaluation.benchmark import load_dataset
+    from arbibench.evaluation.model_card import card_path, write_json_atomic
+    from arbibench.evaluation.store import ResultStore
+    from arbibench.models.zoo import load_model
+    from arbibench.protocol_run import sweep_eps
+
+    try:
+        values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
+        if not values:
+            raise ValueError("--eps needs at least one value")
+        net = load_model(model, dataset=dataset, device=device)
+        x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
+        with ResultStore(store) as db:
+            rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
+                             device=device, console=console)
+    except USER_ERRORS as e:
+        _fail(e)
+    table = Table(title=f"{model}: {attack} robust accuracy vs {threat_model} eps ({n_examples} images)")
+    for col in ("eps", "ACC*", "ACC_norm"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(row["eps_text"], f"{100 * row['acc_star']:.1f}%", f"{row['acc_norm']:.3f}")
+    console.print(table)
+    if model_info is not None:
+        path = card_path(model_info, dataset, threat_model, model)
+        if not path.is_file():
+            _fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
+        card = json.loads(path.read_text())
+        card["sweep"] = [
+            {**r, "acc_star": round(100 * r["acc_star"], 2), "interval": [round(100 * v, 2) for v in r["interval"]]}
+            for r in rows
+        ]
+        console.print(f"updated {write_json_atomic(card, path)}")
 
 
 def main() -> None:

@@ -58,6 +58,8 @@ def benchmark(
     progress: bool = True,
     console: Console | None = None,
     checks: bool = True,
+    to_disk: bool = False,
+    model_info: str | os.PathLike = "model_info",
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
 
@@ -66,6 +68,7 @@ def benchmark(
     Results go batch by batch into ``store``; rerunning the same call resumes and never counts a sample twice.
     ``checks`` runs the gradient-masking checks (zero input gradients, accuracy at a huge eps, single-step beating
     iterative, gradient-free beating gradient attacks) and reports what they raise in ``result.flags``.
+    ``to_disk=True`` writes the model card ``<model_info>/<dataset>/<threat_model>/<model_name>.json``.
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
@@ -77,7 +80,8 @@ def benchmark(
         model = load_model(model, dataset=dataset, device=device)
     elif not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
-    attack_objs = [get_attack(a) if isinstance(a, str) else a for a in attacks]
+    name = model_name or type(model).__name__
+    attack_objs = [(get_attack(a) if isinstance(a, str) else a).for_target(name) for a in attacks]
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(Path(store)) if own_store else store
@@ -87,10 +91,10 @@ def benchmark(
             x,
             y,
             indices,
-            attacks=attacks,
+            attacks=attack_objs,
             threat=threat,
             dataset=dataset,
-            model_name=model_name or type(model).__name__,
+            model_name=name,
             seed=seed,
             batch_size=batch_size,
             device=device,
@@ -102,8 +106,8 @@ def benchmark(
         if own_store:
             db.close()
     report = compute_report(clean.clean_correct, {name: o.adv_correct for name, o in outcomes.items()})
-    return BenchmarkResult(
-        model_name=model_name or type(model).__name__,
+    result = BenchmarkResult(
+        model_name=name,
         dataset=dataset,
         threat_model=threat.norm,
         eps=threat.eps,
@@ -122,3 +126,8 @@ def benchmark(
             if getattr(a, "skipped_components", None)
         ],
     )
+    if to_disk:
+        from arbibench.evaluation.model_card import benchmark_card, card_path, write_json_atomic
+
+        write_json_atomic(benchmark_card(result), card_path(model_info, dataset, threat.norm, name))
+    return result

@@ -1,0 +1,198 @@
+"""The ARBiBench protocol as presets: which attacks, with which parameters, on which images, at which eps.
+
+ARBiBench (Zhao et al., arXiv:2312.13575) evaluates white-box attacks on the full CIFAR-10 test set and black-box
+attacks on 500 seeded CIFAR-10 test images; on ImageNet every attack runs on 1000 images. The Linf budgets are
+8/255 (CIFAR-10) and 4/255 (ImageNet); the L2 variants use eps 0.5. Every number that defines a preset lives in
+:data:`PROTOCOLS`, so ``arbibench protocol show`` prints exactly what ``arbibench protocol run`` does.
+
+``quick=True`` is a laptop variant (smaller subsets, smaller query budgets); every result it produces says so.
+
+The black-box subset is drawn *from* the white-box subset with a fixed seed, so both families have outcomes on
+the black-box images and the worst case over all attacks is computed there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+WHITE_BOX = "white-box"
+BLACK_BOX = "black-box"
+FAMILIES = (WHITE_BOX, BLACK_BOX)
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """One attack of a preset: registry name, family and the parameters that differ from its defaults."""
+
+    name: str
+    family: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params)
+        return f"{self.name}({args})" if args else self.name
+
+
+def _spec(name: str, family: str, **params: Any) -> AttackSpec:
+    return AttackSpec(name, family, tuple(sorted(params.items())))
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A complete evaluation preset for one dataset and threat model."""
+
+    name: str
+    dataset: str
+    threat_model: str
+    eps: float
+    eps_text: str
+    attacks: tuple[AttackSpec, ...]
+    n_white_box: int | None  # None: the whole test set
+    n_black_box: int
+    subset_seed: int = 0  # draws the black-box images from the white-box ones
+    seed: int = 0  # the attacks' randomness
+    batch_size: int = 200
+    sweep_attack: str = "apgd_ce"
+    sweep_eps: tuple[str, ...] = ()
+    n_sweep: int = 1000
+    quick: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def white_box(self) -> tuple[AttackSpec, ...]:
+        return tuple(a for a in self.attacks if a.family == WHITE_BOX)
+
+    @property
+    def black_box(self) -> tuple[AttackSpec, ...]:
+        return tuple(a for a in self.attacks if a.family == BLACK_BOX)
+
+    @property
+    def label(self) -> str:
+        """The preset's name as printed on every output (``cifar10 (quick)`` for the laptop variant)."""
+        return f"{self.name} (quick)" if self.quick else self.name
+
+    def subset_text(self, family: str) -> str:
+        if family == WHITE_BOX:
+            return "the whole test set" if self.n_white_box is None else f"the first {self.n_white_box} test images"
+        return f"{self.n_black_box} images drawn with seed {self.subset_seed} from the white-box images"
+
+
+def _eps_value(text: str) -> float:
+    return float(Fraction(text))
+
+
+def _white_box(norm: str) -> tuple[AttackSpec, ...]:
+    if norm == "Linf":
+        names = ("fgsm", "pgd", "mifgsm", "cw_linf", "apgd_ce", "autoattack")
+    else:
+        names = ("fgsm", "pgd", "cw_l2", "deepfool", "apgd_ce", "autoattack")
+    return tuple(_spec(n, WHITE_BOX) for n in names)
+
+
+def _black_box(norm: str, queries: dict[str, int]) -> tuple[AttackSpec, ...]:
+    specs = [
+        _spec("transfer", BLACK_BOX, attack="pgd"),
+        _spec("square", BLACK_BOX, max_queries=queries["square"]),
+        _spec("simba", BLACK_BOX, max_queries=queries["simba"]),
+        _spec("nes", BLACK_BOX, max_queries=queries["nes"]),
+        _spec("hsja", BLACK_BOX, max_queries=queries["hsja"]),
+    ]
+    if norm == "Linf":
+        specs.append(_spec("rays", BLACK_BOX, max_queries=queries["rays"]))
+    return tuple(specs)
+
+
+FULL_QUERIES = {"square": 5000, "simba": 5000, "nes": 5000, "hsja": 5000, "rays": 5000}
+QUICK_QUERIES = {"square": 1000, "simba": 1000, "nes": 1000, "hsja": 1000, "rays": 1000}
+
+
+def _preset(name: str, dataset: str, norm: str, eps_text: str, n_white: int | None, n_black: int) -> Protocol:
+    sweep = ("1/255", "2/255", "4/255", "8/255", "16/255") if norm == "Linf" else ("0.125", "0.25", "0.5", "1")
+    return Protocol(
+        name=name,
+        dataset=dataset,
+        threat_model=norm,
+        eps=_eps_value(eps_text),
+        eps_text=eps_text,
+        attacks=_white_box(norm) + _black_box(norm, FULL_QUERIES),
+        n_white_box=n_white,
+        n_black_box=n_black,
+        sweep_eps=sweep,
+        n_sweep=1000,
+    )
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        _preset("cifar10", "cifar10", "Linf", "8/255", None, 500),
+        _preset("cifar10-l2", "cifar10", "L2", "0.5", None, 500),
+        _preset("imagenet", "imagenet", "Linf", "4/255", 1000, 1000),
+        _preset("imagenet-l2", "imagenet", "L2", "0.5", 1000, 1000),
+    )
+}
+
+# The laptop variant: what changes, in one place.
+QUICK = {"n_white_box": 500, "n_black_box": 100, "n_sweep": 200}
+
+
+def get_protocol(name: str, quick: bool = False) -> Protocol:
+    """The preset ``name`` (``cifar10``, ``cifar10-l2``, ``imagenet``, ``imagenet-l2``), or its quick variant."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}")
+    p = PROTOCOLS[name]
+    if not quick:
+        return p
+    black = _black_box(p.threat_model, QUICK_QUERIES)
+    n_white = QUICK["n_white_box"] if p.n_white_box is None else min(QUICK["n_white_box"], p.n_white_box)
+    return replace(
+        p,
+        attacks=p.white_box + black,
+        n_white_box=n_white,
+        n_black_box=QUICK["n_black_box"],
+        n_sweep=QUICK["n_sweep"],
+        sweep_eps=p.sweep_eps[:4] if p.threat_model == "Linf" else p.sweep_eps,
+        quick=True,
+        notes=(
+            f"quick variant: {n_white} white-box and {QUICK['n_black_box']} black-box images, black-box budgets "
+            f"{QUICK_QUERIES['square']} queries; not the full ARBiBench protocol",
+        ),
+    )
+
+
+def describe(protocol: Protocol) -> list[tuple[str, str]]:
+    """Every number of the preset as (field, value) rows, for ``arbibench protocol show``."""
+    rows = [
+        ("protocol", protocol.label),
+        ("dataset", protocol.dataset),
+        ("threat model", f"{protocol.threat_model}, eps = {protocol.eps_text} ({protocol.eps:.6f})"),
+        ("white-box images", protocol.subset_text(WHITE_BOX)),
+        ("black-box images", protocol.subset_text(BLACK_BOX)),
+        ("attack seed", str(protocol.seed)),
+        ("batch size", str(protocol.batch_size)),
+    ]
+    for family in FAMILIES:
+        for spec in (protocol.white_box if family == WHITE_BOX else protocol.black_box):
+            rows.append((f"{family} attack", _describe_attack(spec)))
+    rows.append(
+        ("eps sweep", f"{protocol.sweep_attack} at {', '.join(protocol.sweep_eps)} on the first {protocol.n_sweep}")
+    )
+    rows += [("note", n) for n in protocol.notes]
+    return rows
+
+
+def _describe_attack(spec: AttackSpec) -> str:
+    """The attack with every config value it runs with (registry defaults plus the preset's overrides)."""
+    from arbibench.attacks import get_attack
+
+    attack = get_attack(spec.name, **spec.kwargs)
+    config = {k: v for k, v in attack.config_dict().items() if k != "name"}
+    if spec.name == "autoattack":
+        config = {"components": ", ".join(c["name"] for c in config.get("components", []))}
+    return f"{spec.name}: " + ", ".join(f"{k}={v}" for k, v in config.items())

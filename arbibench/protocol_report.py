@@ -1,0 +1,70 @@
+"""Terminal tables for protocol results: per model, the zoo summary, and each BNN against its FP twin."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from arbibench.protocol import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
+from arbibench.protocol_run import ALL, ModelEvaluation
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+def model_table(r: ModelEvaluation) -> Table:
+    """Per attack: family, ACC*, its 95% interval, ACC_norm and median queries; RS and worst case in the caption."""
+    p = r.protocol
+    t = Table(title=f"{r.model_name} — protocol {p.label}, {p.threat_model} eps {p.eps_text}")
+    for col in ("attack", "family", "n", "ACC*", "95% CI", "ACC_norm", "median queries"):
+        t.add_column(col, justify="left" if col in ("attack", "family") else "right")
+    for family in FAMILIES:
+        if family in r.clean_acc:
+            lo, hi = r.clean_interval[family]
+            t.add_row("clean (ACC)", family, str(r.n_examples[family]), _pct(r.clean_acc[family]),
+                      f"{_pct(lo)}–{_pct(hi)}", "", "", style="dim")
+    for a in r.attacks:
+        q = "" if a.median_queries is None else f"{a.median_queries:.0f}"
+        t.add_row(a.name, a.family, str(a.n_examples), _pct(a.acc_star),
+                  f"{_pct(a.interval[0])}–{_pct(a.interval[1])}", f"{a.acc_norm:.3f}", q)
+    parts = [f"RS {f} {r.rs[f]:.3f} (mean {r.rs_mean[f]:.3f})" for f in (*FAMILIES, ALL) if f in r.rs]
+    worst = [f"worst case {f} {_pct(v)}" for f, v in r.worst_case.items()]
+    t.caption = "; ".join(parts + worst)
+    return t
+
+
+def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Table:
+    """One row per model: ACC, RS and RS_mean per family and overall, worst case, flags."""
+    t = Table(title=f"protocol {protocol.label}: {protocol.dataset}, {protocol.threat_model} eps {protocol.eps_text}")
+    cols = ("model", "ACC", "RS white", "RS black", "RS all", "RS_mean all", "worst case", "flags")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("model", "flags") else "right")
+    for r in sorted(results, key=lambda r: -r.rs.get(ALL, 0.0)):
+        t.add_row(
+            r.model_name,
+            _pct(r.clean_acc.get(WHITE_BOX, r.clean_acc.get(BLACK_BOX, 0.0))),
+            f"{r.rs.get(WHITE_BOX, 0.0):.3f}",
+            f"{r.rs.get(BLACK_BOX, 0.0):.3f}",
+            f"{r.rs.get(ALL, 0.0):.3f}",
+            f"{r.rs_mean.get(ALL, 0.0):.3f}",
+            _pct(r.worst_case.get(ALL, r.worst_case.get(WHITE_BOX, 0.0))),
+            ", ".join(r.flags) or "-",
+        )
+    if protocol.quick:
+        t.caption = protocol.notes[0]
+    return t
+
+
+def twin_table(rows: Sequence[dict]) -> Table:
+    """Each BNN's mean ACC_norm (RS_mean) per family next to its full-precision twin's."""
+    t = Table(title="BNN vs full-precision twin: mean ACC_norm per family (higher = more robust)")
+    for col in ("model", "FP twin", "family", "BNN", "FP", "BNN - FP"):
+        t.add_column(col, justify="left" if col in ("model", "FP twin", "family") else "right")
+    for row in rows:
+        diff = row["difference"]
+        style = "green" if diff > 0 else "red" if diff < 0 else ""
+        t.add_row(row["model"], row["fp_twin"], row["family"], f"{row['acc_norm']:.3f}", f"{row['fp_acc_norm']:.3f}",
+                  f"[{style}]{diff:+.3f}[/]" if style else f"{diff:+.3f}")
+    return t

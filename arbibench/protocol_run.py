@@ -1,0 +1,317 @@
+"""Running a protocol preset over models: every (model, attack) pair through the store, then the ARBiBench summary.
+
+Each family runs on its own subset (white-box on the white-box images, black-box on the black-box images, drawn
+from the former), so each family's ACC_norm divides by the clean accuracy on its own images. RS is summed per
+family and over all attacks; the worst case over *all* attacks is taken on the black-box images, where both
+families have outcomes. A gradient-free attack that beats every gradient attack on the same images raises the
+``gradient_free_stronger`` flag. Everything goes through the result store, so a rerun skips finished batches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from rich.console import Console
+from torch import nn
+
+from arbibench.attacks import get_attack, get_threat_model, parse_eps
+from arbibench.evaluation.benchmark import load_dataset
+from arbibench.evaluation.checks import gradient_free_beats_gradient
+from arbibench.evaluation.metrics import compute_report, robustness_score_mean
+from arbibench.evaluation.result import query_summary
+from arbibench.evaluation.runner import evaluate
+from arbibench.evaluation.store import ResultStore, hash_indices
+from arbibench.protocol import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
+
+ALL = "all"
+
+
+@dataclass
+class AttackOutcome:
+    name: str
+    family: str
+    acc_star: float
+    acc_norm: float
+    interval: tuple[float, float]
+    n_examples: int
+    median_queries: float | None
+    seconds: float
+
+
+@dataclass
+class ModelEvaluation:
+    """One model under one protocol: per-attack results, per-family and overall scores, flags."""
+
+    model_name: str
+    protocol: Protocol
+    clean_acc: dict[str, float]  # per family, on that family's images
+    clean_interval: dict[str, tuple[float, float]]
+    attacks: list[AttackOutcome]
+    rs: dict[str, float]
+    rs_mean: dict[str, float]
+    worst_case: dict[str, float]
+    flags: dict[str, str]
+    indices_hash: dict[str, str]
+    n_examples: dict[str, int]
+    sweep: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def family(self, family: str) -> list[AttackOutcome]:
+        return [a for a in self.attacks if a.family == family]
+
+
+def protocol_subsets(
+    protocol: Protocol, data_dir: str | os.PathLike | None
+) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(x, y, dataset indices) of the white-box images and of the black-box images drawn from them."""
+    from arbibench.data.subsets import select_indices
+
+    xw, yw, iw = load_dataset(protocol.dataset, protocol.n_white_box, data_dir, None)
+    pos = torch.from_numpy(select_indices(len(yw), protocol.n_black_box, seed=protocol.subset_seed))
+    return {WHITE_BOX: (xw, yw, iw), BLACK_BOX: (xw[pos], yw[pos], iw[pos])}
+
+
+def run_model(
+    model: nn.Module,
+    model_name: str,
+    protocol: Protocol,
+    store: ResultStore,
+    subsets: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    *,
+    device: str | torch.device | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+    sweep: bool = True,
+    data_dir: str | os.PathLike | None = None,
+) -> ModelEvaluation:
+    """Evaluate one model under every attack of ``protocol`` (resumable through ``store``)."""
+    t0 = time.perf_counter()
+    threat = get_threat_model(protocol.threat_model, protocol.eps)
+    outcomes: dict[str, dict] = {}
+    flags: dict[str, str] = {}
+    attacks: list[AttackOutcome] = []
+    clean_acc, clean_interval, reports = {}, {}, {}
+    for family in FAMILIES:
+        specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
+        if not specs:
+            continue
+        x, y, idx = subsets[family]
+        objs = [get_attack(s.name, **s.kwargs) for s in specs]
+        clean, outs, secs, fam_flags = evaluate(
+            model,
+            x,
+            y,
+            idx,
+            attacks=objs,
+            threat=threat,
+            dataset=protocol.dataset,
+            model_name=model_name,
+            seed=protocol.seed,
+            batch_size=protocol.batch_size,
+            device=device,
+            store=store,
+            progress=progress,
+            console=console,
+            checks=family == WHITE_BOX,  # the model checks once; the cross-family check is below
+        )
+        flags.update(fam_flags)
+        outcomes[family] = {"clean": clean, **outs}
+        report = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
+        reports[family] = report
+        clean_acc[family] = report.acc
+        clean_interval[family] = report.acc_interval
+        for m in report.attacks:
+            attacks.append(
+                AttackOutcome(
+                    m.attack,
+                    family,
+                    m.acc_star,
+                    m.acc_norm,
+                    m.interval,
+                    m.n,
+                    query_summary(outs[m.attack])["median_queries"],
+                    secs.get(m.attack, 0.0),
+                )
+            )
+    rs = {f: reports[f].rs for f in reports}
+    rs_mean = {f: reports[f].rs_mean for f in reports}
+    worst = {f: reports[f].worst_case_acc for f in reports}
+    norms = [a.acc_norm for a in attacks]
+    rs[ALL] = float(sum(rs.values()))
+    rs_mean[ALL] = robustness_score_mean(norms) if norms else 0.0
+    if WHITE_BOX in outcomes and BLACK_BOX in outcomes:
+        worst[ALL], acc_black = _worst_case_on_black_box(outcomes, subsets)
+        free = gradient_free_beats_gradient(acc_black, [a.name for a in attacks if a.family == BLACK_BOX])
+        if free is not None:
+            flags[free.name] = free.message
+    sweep_rows = (
+        run_sweep(
+            model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir
+        )
+        if sweep
+        else []
+    )
+    return ModelEvaluation(
+        model_name=model_name,
+        protocol=protocol,
+        clean_acc=clean_acc,
+        clean_interval=clean_interval,
+        attacks=attacks,
+        rs=rs,
+        rs_mean=rs_mean,
+        worst_case=worst,
+        flags=flags,
+        indices_hash={f: hash_indices(subsets[f][2]) for f in outcomes},
+        n_examples={f: len(subsets[f][2]) for f in outcomes},
+        sweep=sweep_rows,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _worst_case_on_black_box(outcomes: dict[str, dict], subsets: dict) -> tuple[float, dict[str, float]]:
+    """Worst case over all attacks on the black-box images, and every attack's ACC* on those images."""
+    white_idx = subsets[WHITE_BOX][2].numpy()
+    black_idx = subsets[BLACK_BOX][2].numpy()
+    pos = np.searchsorted(white_idx, black_idx)
+    if not np.array_equal(white_idx[pos], black_idx):
+        raise RuntimeError("the black-box images are not a subset of the white-box images")
+    robust = outcomes[BLACK_BOX]["clean"].clean_correct.copy()
+    acc: dict[str, float] = {}
+    for family in FAMILIES:
+        for name, out in outcomes[family].items():
+            if name == "clean":
+                continue
+            adv = out.adv_correct[pos] if family == WHITE_BOX else out.adv_correct
+            acc[name] = float(adv.mean())
+            robust &= adv
+    return float(robust.mean()), acc
+
+
+def run_sweep(
+    model: nn.Module,
+    model_name: str,
+    protocol: Protocol,
+    store: ResultStore,
+    *,
+    device: str | torch.device | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+    data_dir: str | os.PathLike | None = None,
+) -> list[dict]:
+    """Robust accuracy of ``protocol.sweep_attack`` at each eps of the sweep, on the first ``n_sweep`` images."""
+    if not protocol.sweep_eps:
+        return []
+    x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
+    return sweep_eps(
+        model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
+        [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
+        batch_size=protocol.batch_size, device=device, console=console, progress=progress,
+    )
+
+
+def sweep_eps(
+    model: nn.Module,
+    model_name: str,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor,
+    attack: str,
+    threat_model: str,
+    eps_values: Sequence[float],
+    store: ResultStore,
+    *,
+    dataset: str = "cifar10",
+    seed: int = 0,
+    batch_size: int = 200,
+    device: str | torch.device | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+) -> list[dict]:
+    """One row per eps: ACC* and ACC_norm of ``attack`` (each eps its own stored evaluation)."""
+    from arbibench.evaluation.result import format_eps
+
+    rows = []
+    for eps in eps_values:
+        clean, outs, _, _ = evaluate(
+            model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps), dataset=dataset,
+            model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
+            progress=progress, console=console, checks=False,
+        )
+        report = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
+        m = report.attacks[0]
+        rows.append(
+            {
+                "attack": m.attack,
+                "eps": float(eps),
+                "eps_text": format_eps(eps),
+                "acc_star": m.acc_star,
+                "acc_norm": m.acc_norm,
+                "interval": list(m.interval),
+                "n_examples": m.n,
+            }
+        )
+    return rows
+
+
+def run_protocol(
+    protocol: Protocol,
+    models: Sequence[str],
+    store: ResultStore,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    model_dir: str | os.PathLike | None = None,
+    device: str | torch.device | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+    sweep: bool = True,
+    on_model_done: Callable[[ModelEvaluation, nn.Module], None] | None = None,
+) -> list[ModelEvaluation]:
+    """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands."""
+    from arbibench.models.zoo import get_entry, load_model
+
+    for name in models:  # fail on a bad name before hours of work, not after
+        get_entry(name, protocol.dataset)
+    subsets = protocol_subsets(protocol, data_dir)
+    results = []
+    for name in models:
+        model = load_model(name, model_dir, protocol.dataset, device=device)
+        result = run_model(
+            model, name, protocol, store, subsets, device=device, console=console, progress=progress, sweep=sweep,
+            data_dir=data_dir,
+        )
+        results.append(result)
+        if on_model_done is not None:
+            on_model_done(result, model)
+    return results
+
+
+def fp_twin_comparison(results: Sequence[ModelEvaluation]) -> list[dict]:
+    """Each BNN's mean ACC_norm per family against its full-precision twin's (the paper's comparison).
+
+    The twin is the zoo model with the same backbone and method ``fp``; models without a twin in ``results`` are
+    left out.
+    """
+    from arbibench.models.zoo import ZOO
+
+    by_name = {r.model_name: r for r in results}
+    rows = []
+    for r in results:
+        entry = ZOO.get(r.model_name)
+        if entry is None or entry.method == "fp":
+            continue
+        twin = next((n for n, e in ZOO.items() if e.arch == entry.arch and e.method == "fp"), None)
+        if twin is None or twin not in by_name:
+            continue
+        for family in (*FAMILIES, ALL):
+            if family not in r.rs_mean or family not in by_name[twin].rs_mean:
+                continue
+            bnn, fp = r.rs_mean[family], by_name[twin].rs_mean[family]
+            rows.append({"model": r.model_name, "fp_twin": twin, "family": family, "acc_norm": bnn,
+                         "fp_acc_norm": fp, "difference": bnn - fp})
+    return rows
+
