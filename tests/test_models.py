@@ -37,3 +37,19 @@ def test_normalisation_lives_inside_the_model():
 def test_unknown_method():
     with pytest.raises(ValueError, match="known methods"):
         resnet20("ternary")
+
+
+def test_backbones_by_name_and_their_sizes():
+    from arbibench.models.architectures import ARCHITECTURES, build_model
+
+    # parameters of the full-precision twins (option A shortcuts: no 1x1 convolutions on the shortcuts)
+    expected = {"resnet20": 269_722, "resnet18": 11_000_138, "vgg_small": 4_660_106, "resnet18_imagenet": 11_689_512}
+    assert set(ARCHITECTURES) == set(expected)
+    for arch, n in expected.items():
+        model = build_model(arch, "fp")
+        assert sum(p.numel() for p in model.parameters()) == n, arch
+        assert model.fc.out_features == (1000 if ARCHITECTURES[arch].dataset == "imagenet" else 10)
+    assert torch.allclose(build_model("resnet18_imagenet", "fp").normalize.mean.flatten(), torch.tensor(
+        [0.485, 0.456, 0.406]))
+    with pytest.raises(ValueError, match="known: resnet18, resnet18_imagenet, resnet20, vgg_small"):
+        build_model("resnet50", "fp")

@@ -1,15 +1,55 @@
-"""The shipped checkpoints: verified loading, cards that tell the truth, clear errors."""
+"""The model zoo: shipped checkpoints that load and tell the truth, user-supplied (ImageNet) checkpoints loaded with
+the same checks, one clear error per mistake, and the ``zoo list`` table.
+"""
 
 import shutil
 
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
 
-from arbibench.data import load_cifar10
+from arbibench.cli import app
+from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.inputs import clean_accuracy
-from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, load_card, load_model, sha256_file
+from arbibench.models.architectures import build_model
+from arbibench.models.methods import METHODS
+from arbibench.models.zoo import (
+    CHECKPOINT_DIR,
+    ZOO,
+    ChecksumError,
+    load_card,
+    load_model,
+    sha256_file,
+    zoo_rows,
+)
 
-SHIPPED = sorted(ZOO)
+# Every entry with a pinned sha256 whose file is in the package: checkpoints added to ZOO later join automatically.
+SHIPPED = [n for n, e in ZOO.items() if e.sha256 is not None and (CHECKPOINT_DIR / e.filename).is_file()]
+FIRST_CIFAR = next(n for n in SHIPPED if ZOO[n].dataset == "cifar10")
+DATA_LOADERS = {
+    "cifar10": lambda n, data_dir: load_cifar10(n, data_dir=data_dir),
+    "imagenet": lambda n, data_dir: load_imagenet(n, data_dir / "imagenet-sample"),
+}
+runner = CliRunner()
+
+
+def test_every_pinned_entry_ships_its_checkpoint_and_card():
+    # an entry with a sha256 and no file would be skipped by the parametrised tests below: fail here instead
+    for name, entry in ZOO.items():
+        if entry.sha256 is not None:
+            assert (CHECKPOINT_DIR / entry.filename).is_file(), f"{name}: {entry.filename} is not in {CHECKPOINT_DIR}"
+            assert load_card(name)["sha256"] == entry.sha256, name
+    assert {"resnet20_fp", "resnet20_bnn"} <= set(SHIPPED)
+
+
+def test_imagenet_resnet18_is_registered_for_every_method_and_not_shipped():
+    for method in METHODS:
+        entry = ZOO[f"resnet18_imagenet_{method}"]
+        assert (entry.arch, entry.method, entry.dataset) == ("resnet18_imagenet", method, "imagenet")
+        assert entry.sha256 is None and not entry.shipped
+    for name, entry in ZOO.items():  # names start with <arch>_<method>, so a name says what it loads
+        assert name.startswith(f"{entry.arch}_{entry.method}") and entry.method in METHODS, name
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -18,36 +58,163 @@ def test_checkpoint_matches_registry_and_card(name):
     digest = sha256_file(CHECKPOINT_DIR / ZOO[name].filename)
     assert digest == ZOO[name].sha256 == card["sha256"]
     assert card["method"] == ZOO[name].method and card["architecture"] == ZOO[name].arch
+    assert card["dataset"] == ZOO[name].dataset
     for key in ("clean_acc", "clean_acc_first500", "params", "train_time_s"):
         assert isinstance(card[key], (int, float)), key
+    model = load_model(name, dataset=ZOO[name].dataset)
+    assert not model.training
+    assert card["params"] == sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_clean_accuracy_on_first_500_matches_card(name, data_dir):
-    x, y, _ = load_cifar10(500, data_dir=data_dir)
-    acc = clean_accuracy(load_model(name), x, y)
+    entry = ZOO[name]
+    x, y, _ = DATA_LOADERS[entry.dataset](500, data_dir)
+    acc = clean_accuracy(load_model(name, dataset=entry.dataset), x, y)
     assert acc == pytest.approx(load_card(name)["clean_acc_first500"], abs=0.02)
 
 
+# -- errors --------------------------------------------------------------------------------------------------------
+
+
 def test_corrupted_checkpoint_is_refused(tmp_path):
-    name = "resnet20_fp"
-    tensors = load_file(str(CHECKPOINT_DIR / ZOO[name].filename))
+    tensors = load_file(str(CHECKPOINT_DIR / ZOO[FIRST_CIFAR].filename))
     tensors["fc.bias"] = tensors["fc.bias"] + 1.0
-    save_file(tensors, str(tmp_path / ZOO[name].filename))
+    save_file(tensors, str(tmp_path / ZOO[FIRST_CIFAR].filename))
     with pytest.raises(ChecksumError, match="sha256"):
-        load_model(name, model_dir=tmp_path)
+        load_model(FIRST_CIFAR, model_dir=tmp_path)
 
 
-def test_missing_checkpoint_and_unknown_name(tmp_path):
-    with pytest.raises(FileNotFoundError, match="arbibench train"):
+def test_missing_checkpoint_says_how_to_get_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="arbibench train --arch resnet20 --method bnn") as e:
         load_model("resnet20_bnn", model_dir=tmp_path)
-    with pytest.raises(ValueError, match="resnet20_fp"):
+    assert str(tmp_path / "resnet20_bnn.safetensors") in str(e.value)
+    with pytest.raises(FileNotFoundError, match="does not ship") as e:
+        load_model("resnet18_imagenet_bireal", model_dir=tmp_path, dataset="imagenet")
+    assert str(tmp_path / "resnet18_imagenet_bireal.safetensors") in str(e.value)  # where to put it
+    torch.save({"fc.bias": torch.zeros(3)}, tmp_path / "resnet18_imagenet_bireal.pth")
+    with pytest.raises(FileNotFoundError, match=r"resnet18_imagenet_bireal\.pth.*convert to safetensors"):
+        load_model("resnet18_imagenet_bireal", model_dir=tmp_path, dataset="imagenet")
+
+
+def test_unknown_name_lists_the_known_names_of_that_dataset():
+    with pytest.raises(ValueError, match="known models") as e:
         load_model("resnet20_nope")
-    with pytest.raises(ValueError, match="known models"):
+    assert "resnet20_fp" in str(e.value) and "resnet18_imagenet" not in str(e.value)
+    with pytest.raises(ValueError, match="known models") as e:
         load_model("resnet20_fp", dataset="imagenet")
+    assert "resnet18_imagenet_reactnet" in str(e.value) and "pass dataset='cifar10'" in str(e.value)
+    with pytest.raises(ValueError, match="known models: none"):
+        load_model("resnet20_fp", dataset="mnist")
 
 
 def test_copy_of_the_real_checkpoint_loads_from_another_folder(tmp_path):
     shutil.copy(CHECKPOINT_DIR / "resnet20_bnn.safetensors", tmp_path)
     model = load_model("resnet20_bnn", model_dir=tmp_path)
     assert not model.training
+
+
+# -- user checkpoints (ImageNet ResNet-18) -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def imagenet_state():
+    torch.manual_seed(0)
+    model = build_model("resnet18_imagenet", "reactnet")
+    return {k: v.contiguous() for k, v in model.state_dict().items()}
+
+
+def test_imagenet_user_checkpoint_round_trip(tmp_path, imagenet_state):
+    save_file(imagenet_state, str(tmp_path / "resnet18_imagenet_reactnet.safetensors"))
+    model = load_model("resnet18_imagenet_reactnet", model_dir=tmp_path, dataset="imagenet")
+    assert not model.training
+    loaded = model.state_dict()
+    assert loaded.keys() == imagenet_state.keys()
+    assert all(torch.equal(loaded[k], v) for k, v in imagenet_state.items())
+    with torch.no_grad():
+        assert model(torch.rand(1, 3, 64, 64)).shape == (1, 1000)
+
+
+def test_imagenet_checkpoint_of_another_architecture_is_one_clear_error(tmp_path, imagenet_state):
+    path = tmp_path / "resnet18_imagenet_reactnet.safetensors"
+    bad = dict(imagenet_state)
+    bad["fc.weight"] = torch.zeros(10, 512)  # a 10-class head
+    bad["fc.bias"] = torch.zeros(10)
+    save_file(bad, str(path))
+    with pytest.raises(ValueError, match=r"shape mismatch: fc\.weight \(file \(10, 512\), model \(1000, 512\)\)"):
+        load_model("resnet18_imagenet_reactnet", model_dir=tmp_path, dataset="imagenet")
+
+    # a Bi-Real file under a ReActNet name: no RSign thresholds / RPReLU shifts, same shapes elsewhere
+    save_file(build_model("resnet18_imagenet", "bireal").state_dict(), str(path))
+    # 67 = the stem's RPReLU (3 tensors) + 8 blocks x (2 RSign thresholds + 2 RPReLUs x 3 tensors); first 5 listed
+    missing = r"missing: act1\.shift_in, act1\.shift_out, act1\.prelu\.weight, layers\.0\.conv1\.input_q.*67 in all"
+    with pytest.raises(ValueError, match=missing) as e:
+        load_model("resnet18_imagenet_reactnet", model_dir=tmp_path, dataset="imagenet")
+    assert "unexpected" not in str(e.value)
+
+    extra = dict(imagenet_state)
+    extra["head.weight"] = torch.zeros(3)
+    save_file(extra, str(path))
+    with pytest.raises(ValueError, match=r"unexpected: head\.weight"):
+        load_model("resnet18_imagenet_reactnet", model_dir=tmp_path, dataset="imagenet")
+
+
+def test_pickle_file_is_never_unpickled(tmp_path, imagenet_state):
+    torch.save(imagenet_state, tmp_path / "resnet18_imagenet_reactnet.safetensors")  # a pickle under the right name
+    with pytest.raises(ValueError, match="not a safetensors file.*never pickle"):
+        load_model("resnet18_imagenet_reactnet", model_dir=tmp_path, dataset="imagenet")
+
+
+# -- listing -------------------------------------------------------------------------------------------------------
+
+
+def test_zoo_rows_filter_and_flags(tmp_path):
+    rows = {r["name"]: r for r in zoo_rows()}
+    assert set(rows) == set(ZOO)
+    assert rows["resnet20_bnn"]["present"] and rows["resnet20_bnn"]["shipped"]
+    assert rows["resnet20_bnn"]["clean_acc"] == load_card("resnet20_bnn")["clean_acc"]
+    assert rows["resnet20_fp"]["params"] == 269_722
+    assert not rows["resnet18_imagenet_fp"]["shipped"] and not rows["resnet18_imagenet_fp"]["present"]
+    assert rows["resnet18_imagenet_fp"]["clean_acc"] is None
+    assert {r["dataset"] for r in zoo_rows(dataset="imagenet")} == {"imagenet"}
+    assert len(zoo_rows(dataset="imagenet")) == len(METHODS)
+    with pytest.raises(ValueError, match="cifar10, imagenet"):
+        zoo_rows(dataset="mnist")
+    (tmp_path / "resnet18_imagenet_bnn.safetensors").write_bytes(b"")
+    assert {r["name"]: r for r in zoo_rows(tmp_path)}["resnet18_imagenet_bnn"]["present"]
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # no truncated cells
+
+
+def test_zoo_list_cli_shows_every_column_and_entry(wide):
+    result = runner.invoke(app, ["zoo", "list"])
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if "name" in line and "dataset" in line)
+    for column in ("name", "dataset", "method", "backbone", "params", "clean accuracy", "checkpoint present"):
+        assert column in header
+    for name in ZOO:
+        assert name in result.output
+    assert "269,722" in result.output  # params of ResNet-20
+    acc = 100 * load_card("resnet20_fp")["clean_acc"]
+    assert f"{acc:.2f}%" in result.output
+    imagenet_lines = [line for line in result.output.splitlines() if "resnet18_imagenet_" in line]
+    assert len(imagenet_lines) == len(METHODS) and all("not shipped" in line for line in imagenet_lines)
+    assert "missing" not in result.output
+
+
+def test_zoo_list_cli_dataset_filter(wide, tmp_path):
+    only_imagenet = runner.invoke(app, ["zoo", "list", "--dataset", "imagenet"])
+    assert only_imagenet.exit_code == 0
+    assert "resnet18_imagenet_bnn" in only_imagenet.output and "resnet20_fp" not in only_imagenet.output
+    only_cifar = runner.invoke(app, ["zoo", "list", "--dataset", "cifar10"])
+    assert "resnet20_fp" in only_cifar.output and "resnet18_imagenet" not in only_cifar.output
+    # a folder without the shipped files: they show as missing; a user's ImageNet file shows as present
+    (tmp_path / "resnet18_imagenet_bnn.safetensors").write_bytes(b"")
+    other = runner.invoke(app, ["zoo", "list", "--model-dir", str(tmp_path)])
+    assert other.exit_code == 0
+    assert "missing" in other.output and "yes (user file)" in other.output
+    bad = runner.invoke(app, ["zoo", "list", "--dataset", "mnist"])
+    assert bad.exit_code == 2 and "unknown dataset 'mnist'" in bad.output and "Traceback" not in bad.output

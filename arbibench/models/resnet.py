@@ -7,6 +7,8 @@ images in [0, 1]; normalisation happens inside the model.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -144,7 +146,13 @@ def resnet18(method: Method | str = "fp", num_classes: int = 10) -> ResNet:
 
 
 def resnet18_imagenet(method: Method | str = "fp", num_classes: int = 1000) -> ResNet:
-    """ImageNet ResNet-18 as Bi-Real Net and ReActNet binarize it (7x7 stem and max pool, 224x224 inputs)."""
+    """ImageNet ResNet-18 as Bi-Real Net and ReActNet binarize it (7x7 stem and max pool, 224x224 inputs).
+
+    Every method gets a real-valued down-sampling shortcut here (average pool, 1x1 conv, batch norm): the ImageNet
+    BNN papers all keep those convolutions in full precision, and parameter-free shortcuts lose too much at this
+    scale. (The CIFAR backbones follow each preset's ``downsample``.)
+    """
+    method = replace(get_method(method) if isinstance(method, str) else method, downsample="real")
     return ResNet(
         (2, 2, 2, 2), (64, 128, 256, 512), method, num_classes, IMAGENET_MEAN, IMAGENET_STD, stem="imagenet"
     )

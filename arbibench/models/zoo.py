@@ -1,11 +1,17 @@
 """The model zoo: a registry of named checkpoints, verified loading, and export of trained runs with model cards.
 
-Every entry names its backbone, method, checkpoint file and sha256; loading is the same code path for every name.
-Checkpoints are safetensors (no pickle); a checkpoint whose sha256 differs from the registry's is refused.
+Every entry names its backbone, method, dataset, checkpoint file and sha256; loading is the same code path for every
+name, and what it checks comes from the entry's fields alone. Checkpoints are safetensors (no pickle), their tensor
+names and shapes must be the architecture's, and a checkpoint whose sha256 differs from its entry's is refused.
+
+An entry with ``sha256=None`` is *not shipped*: arbibench registers the architecture and method (the ImageNet
+ResNet-18s, too large to train on a CPU and to ship), and :func:`load_model` reads the user's own
+``<name>.safetensors`` from ``model_dir`` with the same structural checks.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -15,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from arbibench.models.architectures import build_model
-from arbibench.models.methods import get_method
+from arbibench.models.methods import METHODS, get_method
 from arbibench.nn.layers import count_binary_layers
 
 CHECKPOINT_DIR = Path(__file__).parent / "checkpoints"
@@ -34,11 +41,16 @@ class ZooEntry:
     arch: str
     method: str
     dataset: str
-    sha256: str  # of the safetensors file
+    sha256: str | None  # of the safetensors file; None: not shipped, the user supplies the file
 
     @property
     def filename(self) -> str:
         return f"{self.name}.safetensors"
+
+    @property
+    def shipped(self) -> bool:
+        """Whether arbibench ships (and so pins the sha256 of) this checkpoint."""
+        return self.sha256 is not None
 
 
 ZOO: dict[str, ZooEntry] = {
@@ -61,6 +73,18 @@ ZOO: dict[str, ZooEntry] = {
     )
 }
 
+# ImageNet ResNet-18 for every method preset: registered, not shipped; load_model reads the user's file.
+ZOO.update(
+    (e.name, e)
+    for e in (
+        ZooEntry(f"resnet18_imagenet_{method}", "resnet18_imagenet", method, "imagenet", sha256=None)
+        for method in METHODS
+    )
+)
+
+PICKLE_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl")
+MAX_LISTED_KEYS = 5
+
 
 def sha256_file(path: str | os.PathLike) -> str:
     h = hashlib.sha256()
@@ -70,11 +94,20 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def zoo_datasets() -> list[str]:
+    """The datasets the zoo has models for."""
+    return sorted({e.dataset for e in ZOO.values()})
+
+
 def get_entry(name: str, dataset: str = "cifar10") -> ZooEntry:
+    """The entry ``name`` of ``dataset``, or one ValueError listing the models known for that dataset."""
     entry = ZOO.get(name)
     if entry is None or entry.dataset != dataset:
-        known = ", ".join(sorted(n for n, e in ZOO.items() if e.dataset == dataset)) or "none"
-        raise ValueError(f"unknown model {name!r} for dataset {dataset!r}; known models: {known}")
+        known = ", ".join(sorted(n for n, e in ZOO.items() if e.dataset == dataset))
+        if not known:
+            known = f"none (datasets with models: {', '.join(zoo_datasets())})"
+        hint = f" (it is a model of {entry.dataset!r}: pass dataset={entry.dataset!r})" if entry is not None else ""
+        raise ValueError(f"unknown model {name!r} for dataset {dataset!r}{hint}; known models: {known}")
     return entry
 
 
@@ -85,21 +118,76 @@ def load_card(name: str, model_dir: str | os.PathLike | None = None) -> dict:
     return json.loads(path.read_text())
 
 
+def _missing_checkpoint_message(entry: ZooEntry, path: Path) -> str:
+    if entry.shipped:
+        how = (
+            f"it ships with arbibench (reinstall it), or train it with "
+            f"`arbibench train --arch {entry.arch} --method {entry.method} --export`, or pass model_dir= the folder "
+            f"holding {entry.filename}."
+        )
+    else:
+        how = (
+            f"arbibench does not ship these {entry.dataset} weights. Put your trained {entry.arch} / {entry.method} "
+            f"weights there as a safetensors state dict (safetensors.torch.save_file(model.state_dict(), path)), "
+            f"or pass model_dir= the folder holding {entry.filename}."
+        )
+    pickled = [path.with_suffix(suffix).name for suffix in PICKLE_SUFFIXES if path.with_suffix(suffix).is_file()]
+    if pickled:
+        how += f" Found {', '.join(pickled)} there: pickle checkpoints are not loaded, convert to safetensors."
+    return f"checkpoint {path} for {entry.name!r} is missing; {how}"
+
+
 def verified_checkpoint(entry: ZooEntry, model_dir: str | os.PathLike | None = None) -> Path:
-    """Path of ``entry``'s checkpoint after checking it exists and its sha256 is the registry's."""
+    """Path of ``entry``'s checkpoint after checking it exists and, when the entry pins one, its sha256."""
     path = Path(model_dir or CHECKPOINT_DIR) / entry.filename
     if not path.is_file():
-        raise FileNotFoundError(
-            f"checkpoint {path} for {entry.name!r} is missing; train it with "
-            f"`arbibench train --arch {entry.arch} --method {entry.method} --export` or pass model_dir."
-        )
-    got = sha256_file(path)
-    if got != entry.sha256:
-        raise ChecksumError(
-            f"checkpoint {path} has sha256 {got} but the zoo registry expects {entry.sha256}: the file is corrupt "
-            "or was replaced. Restore it (git checkout / reinstall arbibench) or retrain and re-export."
-        )
+        raise FileNotFoundError(_missing_checkpoint_message(entry, path))
+    if entry.sha256 is not None:
+        got = sha256_file(path)
+        if got != entry.sha256:
+            raise ChecksumError(
+                f"checkpoint {path} has sha256 {got} but the zoo registry expects {entry.sha256}: the file is "
+                "corrupt or was replaced. Restore it (reinstall arbibench) or retrain and re-export."
+            )
     return path
+
+
+def _listed(keys: list[str]) -> str:
+    shown = ", ".join(keys[:MAX_LISTED_KEYS])
+    return shown + (f", ... ({len(keys)} in all)" if len(keys) > MAX_LISTED_KEYS else "")
+
+
+def read_checkpoint(
+    path: str | os.PathLike, model: torch.nn.Module, what: str = "the model"
+) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file, after checking their names and shapes are ``model``'s state dict's.
+
+    Raises ValueError for a file that is not safetensors (a pickle from ``torch.save`` included: it is never
+    unpickled) and for missing, unexpected or mis-shaped tensors, listing the first few of each.
+    """
+    try:
+        tensors = load_file(str(path))
+    except SafetensorError as e:
+        raise ValueError(
+            f"{path} is not a safetensors file ({e}). arbibench loads only safetensors, never pickle: convert a "
+            "torch.save checkpoint with safetensors.torch.save_file(state_dict, path)."
+        ) from e
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in tensors]
+    unexpected = [k for k in tensors if k not in expected]
+    mismatched = [
+        f"{k} (file {tuple(tensors[k].shape)}, model {tuple(v.shape)})"
+        for k, v in expected.items()
+        if k in tensors and tensors[k].shape != v.shape
+    ]
+    problems = [
+        f"{label}: {_listed(keys)}"
+        for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", mismatched))
+        if keys
+    ]
+    if problems:
+        raise ValueError(f"{path} does not hold the state dict of {what}: " + "; ".join(problems))
+    return tensors
 
 
 def load_model(
@@ -109,30 +197,48 @@ def load_model(
     *,
     device: str | torch.device | None = None,
 ) -> torch.nn.Module:
-    """Load a zoo model by name, verified against its sha256, in eval mode on ``device`` (default CPU)."""
+    """Load a zoo model by name, in eval mode on ``device`` (default CPU).
+
+    The checkpoint is ``<model_dir>/<name>.safetensors`` (``model_dir`` defaults to the package's checkpoint folder):
+    it must exist, match the entry's sha256 when the entry pins one, be safetensors and hold exactly the tensor
+    names and shapes of the entry's architecture and method.
+    """
     entry = get_entry(model_name, dataset)
     path = verified_checkpoint(entry, model_dir)
     model = build_model(entry.arch, entry.method)
-    model.load_state_dict(load_file(str(path)))
+    model.load_state_dict(read_checkpoint(path, model, f"{entry.arch} / {entry.method} ({entry.name!r})"))
     return model.eval().to(device or "cpu")
 
 
-def zoo_rows(model_dir: str | os.PathLike | None = None) -> list[dict]:
-    """One row per zoo entry, with its card's clean accuracy when the card exists."""
+@functools.cache
+def parameter_count(arch: str, method: str) -> int:
+    """Number of parameters of ``arch`` with ``method`` (built once per pair)."""
+    return sum(p.numel() for p in build_model(arch, method).parameters())
+
+
+def zoo_rows(model_dir: str | os.PathLike | None = None, dataset: str | None = None) -> list[dict]:
+    """One row per zoo entry (of ``dataset``, default all), with its card's clean accuracy when the card exists.
+
+    ``shipped`` says whether arbibench ships the checkpoint; ``present`` whether the file is in ``model_dir``.
+    """
+    if dataset is not None and dataset not in zoo_datasets():
+        raise ValueError(f"unknown dataset {dataset!r}; datasets with models: {', '.join(zoo_datasets())}")
+    folder = Path(model_dir or CHECKPOINT_DIR)
     rows = []
     for entry in ZOO.values():
-        folder = Path(model_dir or CHECKPOINT_DIR)
+        if dataset is not None and entry.dataset != dataset:
+            continue
         card_path = folder / f"{entry.name}.json"
         card = json.loads(card_path.read_text()) if card_path.is_file() else {}
-        model = build_model(entry.arch, entry.method)
         rows.append(
             {
                 "name": entry.name,
                 "dataset": entry.dataset,
                 "method": entry.method,
                 "arch": entry.arch,
-                "params": sum(p.numel() for p in model.parameters()),
+                "params": parameter_count(entry.arch, entry.method),
                 "clean_acc": card.get("clean_acc"),
+                "shipped": entry.shipped,
                 "present": (folder / entry.filename).is_file(),
             }
         )

@@ -21,7 +21,8 @@ class RPReLU(nn.Module):
         self.shift_out = nn.Parameter(torch.zeros(1, channels, 1, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.prelu(x - self.shift_in) + self.shift_out
+        shape = (1, -1, *([1] * (x.dim() - 2)))  # channels are dim 1, for (N, C, H, W) and (N, C) inputs alike
+        return self.prelu(x - self.shift_in.view(shape)) + self.shift_out.view(shape)
 
 
 ACTIVATIONS = ("relu", "hardtanh", "prelu", "rprelu", "identity")

@@ -279,7 +279,8 @@ class RSign(Quantizer):
         self.sign = SignQuantizer("approx_sign")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.sign(x - self.threshold)
+        # channels are dim 1 of any input: (N, C, H, W) in a convolution, (N, C) in a linear layer
+        return self.sign(x - self.threshold.view(1, -1, *([1] * (x.dim() - 2))))
 
 
 class use_surrogate:  # noqa: N801 - used like a function: ``with use_surrogate(model, "identity"):``

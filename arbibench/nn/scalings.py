@@ -29,8 +29,9 @@ def _mean_abs_per_channel(w: torch.Tensor) -> torch.Tensor:
 class ChannelScaledSign(Quantizer):
     """``mean|W_c| * sign(W)`` per output channel ``c`` (Rastegari et al. 2016; Liu et al. 2018).
 
-    The scale is treated as a constant in the backward and the sign takes the clipped straight-through estimator,
-    as in the Bi-Real and ReActNet reference training code.
+    The scale is a constant in the backward and the sign takes the clipped straight-through estimator, so the
+    weight gradient is ``scale * 1{|w| <= 1}``. (Bi-Real's and ReActNet's reference code pass it without the
+    scale; under Adam, which normalises each parameter's step, the two train alike.)
     """
 
     name = "channel_scaled_sign"
