@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from arbibench.data.download import DownloadError
+from arbibench.leaderboard.cli import leaderboard_app
 
 app = typer.Typer(
     help="arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol).",
@@ -106,8 +107,10 @@ def eval_(
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     checks: bool = typer.Option(True, help="Run the gradient-masking checks after the attacks and show their flags."),
+    model_dir: Path | None = typer.Option(None, help="Checkpoint folder (ImageNet weights you bring)."),
+    model_info: Path | None = typer.Option(None, help="Also write the model card under this folder."),
 ) -> None:
-    """Evaluate a zoo model under white-box attacks and print ACC, ACC*, ACC_norm, RS and the worst case.
+    """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.
 
     Only correctly classified images are attacked; every adversarial batch is verified against the threat model
     before it counts, and each finished batch is committed to the store, so an interrupted run resumes.
@@ -131,6 +134,9 @@ def eval_(
             store=store,
             console=console,
             checks=checks,
+            model_dir=model_dir,
+            to_disk=model_info is not None,
+            model_info=model_info or "model_info",
         )
     except USER_ERRORS as e:
         _fail(e)
@@ -329,6 +335,9 @@ def sweep(
             for r in rows
         ]
         console.print(f"updated {write_json_atomic(card, path)}")
+
+
+app.add_typer(leaderboard_app, name="leaderboard")
 
 
 def main() -> None:

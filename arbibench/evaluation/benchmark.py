@@ -60,6 +60,7 @@ def benchmark(
     checks: bool = True,
     to_disk: bool = False,
     model_info: str | os.PathLike = "model_info",
+    model_dir: str | os.PathLike | None = None,
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
 
@@ -68,7 +69,9 @@ def benchmark(
     Results go batch by batch into ``store``; rerunning the same call resumes and never counts a sample twice.
     ``checks`` runs the gradient-masking checks (zero input gradients, accuracy at a huge eps, single-step beating
     iterative, gradient-free beating gradient attacks) and reports what they raise in ``result.flags``.
-    ``to_disk=True`` writes the model card ``<model_info>/<dataset>/<threat_model>/<model_name>.json``.
+    ``model_dir`` is where a zoo name's checkpoint is looked up (ImageNet weights you bring; default: the
+    package's checkpoints). ``to_disk=True`` writes the model card
+    ``<model_info>/<dataset>/<threat_model>/<model_name>.json``.
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
@@ -77,7 +80,7 @@ def benchmark(
         from arbibench.models.zoo import load_model
 
         model_name = model_name or model
-        model = load_model(model, dataset=dataset, device=device)
+        model = load_model(model, model_dir, dataset=dataset, device=device)
     elif not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
     name = model_name or type(model).__name__
