@@ -1,0 +1,173 @@
+"""Protocol presets and `protocol run`: subsets, per-family scores, worst case, resume, cards, FP-twin comparison."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from arbibench.cli import app
+from arbibench.evaluation.model_card import write_protocol_card
+from arbibench.evaluation.store import ResultStore
+from arbibench.protocol import BLACK_BOX, PROTOCOLS, WHITE_BOX, AttackSpec, describe, get_protocol
+from arbibench.protocol_run import ALL, fp_twin_comparison, protocol_subsets, run_protocol
+
+runner = CliRunner()
+
+
+def test_presets_follow_the_paper():
+    c = PROTOCOLS["cifar10"]
+    assert (c.dataset, c.threat_model, c.n_white_box, c.n_black_box) == ("cifar10", "Linf", None, 500)
+    assert c.eps == pytest.approx(8 / 255)
+    i = PROTOCOLS["imagenet"]
+    assert (i.n_white_box, i.n_black_box, i.eps) == (1000, 1000, pytest.approx(4 / 255))
+    assert PROTOCOLS["cifar10-l2"].eps == 0.5 and PROTOCOLS["imagenet-l2"].threat_model == "L2"
+    for p in PROTOCOLS.values():
+        assert p.white_box and p.black_box and not p.quick
+        assert {a.family for a in p.attacks} == {WHITE_BOX, BLACK_BOX}
+
+
+def test_quick_variant_is_smaller_and_says_so():
+    q = get_protocol("cifar10", quick=True)
+    full = get_protocol("cifar10")
+    assert q.quick and q.label == "cifar10 (quick)" and q.notes
+    assert q.n_white_box == 500 and q.n_black_box == 100
+    assert [a.name for a in q.white_box] == [a.name for a in full.white_box]
+    budget = {a.name: a.kwargs.get("max_queries") for a in q.black_box}
+    full_budget = {a.name: a.kwargs.get("max_queries") for a in full.black_box}
+    assert all(budget[n] is None or budget[n] < full_budget[n] for n in budget if full_budget[n] is not None)
+
+
+def test_unknown_protocol_names_the_known_ones():
+    with pytest.raises(ValueError, match="cifar10, cifar10-l2, imagenet, imagenet-l2"):
+        get_protocol("mnist")
+
+
+def test_describe_prints_every_attack_with_its_parameters():
+    rows = dict.fromkeys(k for k, _ in describe(get_protocol("cifar10")))
+    text = "\n".join(f"{k}: {v}" for k, v in describe(get_protocol("cifar10")))
+    assert "white-box attack" in rows and "black-box attack" in rows
+    assert "the whole test set" in text and "500 images drawn with seed 0" in text
+    assert "square: " in text and "max_queries=5000" in text
+    assert "8/255" in text
+
+
+def test_black_box_images_are_drawn_from_the_white_box_images(data_dir):
+    p = replace(get_protocol("cifar10"), n_white_box=300, n_black_box=40)
+    subsets = protocol_subsets(p, data_dir)
+    white, black = subsets[WHITE_BOX][2].numpy(), subsets[BLACK_BOX][2].numpy()
+    assert len(white) == 300 and len(black) == 40
+    assert set(black) <= set(white) and np.all(np.diff(black) > 0)
+    again = protocol_subsets(p, data_dir)[BLACK_BOX][2].numpy()
+    assert np.array_equal(black, again)  # seeded: the same images every time
+
+
+@pytest.fixture(scope="module")
+def tiny_protocol():
+    base = get_protocol("cifar10", quick=True)
+    return replace(
+        base,
+        attacks=(
+            AttackSpec("fgsm", WHITE_BOX),
+            AttackSpec("pgd", WHITE_BOX, (("steps", 5),)),
+            AttackSpec("square", BLACK_BOX, (("max_queries", 100),)),
+        ),
+        n_white_box=60,
+        n_black_box=20,
+        sweep_eps=("2/255", "8/255"),
+        n_sweep=40,
+        batch_size=30,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_protocol, data_dir, tmp_path_factory):
+    db_path = tmp_path_factory.mktemp("protocol") / "store.db"
+    with ResultStore(db_path) as db:
+        results = run_protocol(
+            tiny_protocol, ["resnet20_fp", "resnet20_bnn"], db, data_dir=data_dir, progress=False
+        )
+    return results, db_path
+
+
+def test_run_scores_each_family_on_its_own_images(tiny_run):
+    results, _ = tiny_run
+    for r in results:
+        assert r.n_examples == {WHITE_BOX: 60, BLACK_BOX: 20}
+        white = [a.acc_norm for a in r.family(WHITE_BOX)]
+        black = [a.acc_norm for a in r.family(BLACK_BOX)]
+        assert r.rs[WHITE_BOX] == pytest.approx(sum(white))
+        assert r.rs[BLACK_BOX] == pytest.approx(sum(black))
+        assert r.rs[ALL] == pytest.approx(sum(white) + sum(black))
+        assert r.rs_mean[ALL] == pytest.approx((sum(white) + sum(black)) / 3)
+        for a in r.attacks:
+            assert a.acc_norm == pytest.approx(a.acc_star / r.clean_acc[a.family])
+        # the worst case over all attacks is on the black-box images: never above any black-box ACC*
+        assert r.worst_case[ALL] <= min(a.acc_star for a in r.family(BLACK_BOX)) + 1e-12
+        assert r.family(BLACK_BOX)[0].median_queries is None or r.family(BLACK_BOX)[0].median_queries <= 100
+        assert [row["eps_text"] for row in r.sweep] == ["2/255", "8/255"]
+        assert r.sweep[0]["acc_star"] >= r.sweep[1]["acc_star"]  # more budget, no more robust
+    fp = next(r for r in results if r.model_name == "resnet20_fp")
+    assert fp.clean_acc[WHITE_BOX] > 0.8
+    assert next(a for a in fp.attacks if a.name == "pgd").acc_star < 0.1
+
+
+def test_rerun_recomputes_nothing(tiny_run, tiny_protocol, data_dir):
+    _, db_path = tiny_run
+    with ResultStore(db_path) as db:
+        before = db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+        again = run_protocol(tiny_protocol, ["resnet20_fp"], db, data_dir=data_dir, progress=False)
+        after = db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+    assert before == after
+    first = next(r for r in tiny_run[0] if r.model_name == "resnet20_fp")
+    assert [a.acc_star for a in again[0].attacks] == [a.acc_star for a in first.attacks]
+
+
+def test_fp_twin_comparison(tiny_run):
+    rows = fp_twin_comparison(tiny_run[0])
+    assert {r["family"] for r in rows} == {WHITE_BOX, BLACK_BOX, ALL}
+    for row in rows:
+        assert (row["model"], row["fp_twin"]) == ("resnet20_bnn", "resnet20_fp")
+        assert row["difference"] == pytest.approx(row["acc_norm"] - row["fp_acc_norm"])
+
+
+def test_card_has_robustbench_fields_as_numbers(tiny_run, tmp_path, data_dir):
+    from arbibench.models.zoo import load_model
+
+    bnn = next(r for r in tiny_run[0] if r.model_name == "resnet20_bnn")
+    path = write_protocol_card(bnn, tmp_path / "model_info", load_model("resnet20_bnn"), data_dir=data_dir)
+    assert path == tmp_path / "model_info" / "cifar10" / "Linf" / "resnet20_bnn.json"
+    card = json.loads(path.read_text())
+    for key in ("link", "name", "authors", "additional_data", "number_forward_passes", "dataset", "venue",
+                "architecture", "eps", "clean_acc", "reported", "autoattack_acc", "unreliable", "footnote"):
+        assert key in card
+    assert isinstance(card["eps"], float) and isinstance(card["clean_acc"], float)
+    assert card["clean_acc"] == pytest.approx(100 * bnn.clean_acc[WHITE_BOX], abs=0.01)
+    assert card["method"] == "bnn" and card["fp_twin"] == "resnet20_fp" and card["bits_weights"] == 1
+    assert card["venue"] == "NeurIPS 2016" and card["quick"] is True and "quick" in card["footnote"]
+    assert card["attacks"]["square"]["family"] == BLACK_BOX
+    assert card["rs"]["all"] == pytest.approx(bnn.rs[ALL], abs=1e-4)
+    examples = np.load(path.with_name(card["examples"]))
+    assert examples["x_adv"].dtype == np.uint8 and examples["x_adv"].shape == examples["x_clean"].shape
+    assert np.abs(examples["x_adv"].astype(int) - examples["x_clean"].astype(int)).max() <= 8 + 1  # 8/255, rounding
+    assert not list(path.parent.glob("*.tmp*"))
+
+
+def test_cli_show_prints_the_numbers():
+    res = runner.invoke(app, ["protocol", "show", "cifar10"])
+    assert res.exit_code == 0, res.output
+    assert "8/255" in res.output and "500" in res.output and "max_queries=5000" in res.output
+    res = runner.invoke(app, ["protocol", "show", "cifar10", "--quick"])
+    assert "quick" in res.output and "max_queries=1000" in res.output
+
+
+def test_cli_run_rejects_unknown_models_before_work(tmp_path):
+    res = runner.invoke(
+        app, ["protocol", "run", "cifar10", "--quick", "--models", "resnet20_fp,nope", "--store",
+              str(tmp_path / "s.db"), "--model-info", str(tmp_path / "mi")]
+    )
+    assert res.exit_code == 2 and "unknown model 'nope'" in res.output
+    assert not (tmp_path / "mi").exists()
