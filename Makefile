@@ -8,7 +8,7 @@ ARBIBENCH_DATA ?= $(if $(wildcard ../shared/data/cifar10),$(abspath ../shared/da
 export ARBIBENCH_DATA
 DEMO_STORE ?= runs/demo.db
 
-.PHONY: install test lint demo zoo clean
+.PHONY: install test lint demo zoo site clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ zoo: $(STAMP)
 		if [ -f arbibench/models/checkpoints/resnet20_$$m.json ]; then echo "resnet20_$$m: shipped"; continue; fi; \
 		$(VENV)/bin/arbibench train --arch resnet20 --method $$m --export || exit 1; \
 	done
+
+# The leaderboard site from the protocol runner's model cards (model_info/<dataset>/<threat>/<name>.json).
+site: $(STAMP)
+	$(VENV)/bin/arbibench leaderboard build --model-info model_info --out site --format png,svg
 
 clean:
 	rm -rf $(VENV) runs/demo.db* .pytest_cache .hypothesis

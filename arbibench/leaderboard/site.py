@@ -1,0 +1,118 @@
+"""Build the static leaderboard site, atomically: everything is written into a temporary folder beside ``out`` and
+swapped in by rename at the end, so a failed build leaves the previous site (or nothing), never half of one.
+
+Layout::
+
+    index.html                       leaderboards, figures, metric definitions
+    figures/<name>.<fmt>             paper figures (acc_vs_rs, heatmap_<board>, eps_curves_<board>)
+    models/<board>/<model>.html      one page per model; <model>.json is its card, <model>/ its example images
+    .arbibench-site                  marks the folder as ours, so a rebuild may replace it
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from arbibench.leaderboard.cards import LeaderboardError, load_cards
+from arbibench.leaderboard.examples import write_examples
+from arbibench.leaderboard.figures import FigureFile, parse_formats, write_figures
+from arbibench.leaderboard.pages import index_html, model_href, model_html
+from arbibench.leaderboard.ranking import Board, build_boards
+
+MARKER = ".arbibench-site"
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a build produced."""
+
+    out: Path
+    n_cards: int
+    boards: list[str]
+    figures: list[Path]
+    pages: list[Path]
+
+
+def _class_names(dataset: str) -> tuple[str, ...] | None:
+    if dataset.lower() in ("cifar10", "cifar-10"):
+        from arbibench.data.cifar10 import CIFAR10_CLASSES
+
+        return tuple(CIFAR10_CLASSES)
+    return None
+
+
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace anything that is not a site from an earlier build (``--out .`` must not wipe a repo)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise LeaderboardError(f"output {out} exists and is not a folder")
+    if any(out.iterdir()) and not (out / MARKER).is_file():
+        raise LeaderboardError(
+            f"refusing to replace {out}: it is not empty and was not built by `arbibench leaderboard build` "
+            f"(no {MARKER} file); remove it or choose another --out"
+        )
+
+
+def _write_site(root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int) -> BuildReport:
+    from arbibench import __version__
+
+    figures: list[FigureFile] = write_figures(boards, root / "figures", formats)
+    pages = []
+    for board in boards:
+        classes = _class_names(board.dataset)
+        for ranked in board.rows:
+            card = ranked.card
+            page = root / model_href(board, card)
+            page.parent.mkdir(parents=True, exist_ok=True)
+            examples = write_examples(card.examples, page.with_suffix(""), root) if card.examples else None
+            page.write_text(model_html(board, ranked, examples, classes, figures), encoding="utf-8")
+            page.with_suffix(".json").write_text(json.dumps(card.raw, indent=2) + "\n", encoding="utf-8")
+            pages.append(page)
+    index = root / "index.html"
+    index.write_text(index_html(boards, figures, n_cards, __version__), encoding="utf-8")
+    (root / MARKER).write_text("built by arbibench leaderboard build; safe to delete with the site\n")
+    written = [root / f"{f.stem}.{fmt}" for f in figures for fmt in f.formats]
+    return BuildReport(root, n_cards, [b.key for b in boards], written, [index, *pages])
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Put ``tmp`` at ``out``; the old site, if any, is moved aside first and deleted only after the swap."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        out.rename(old)
+    try:
+        tmp.rename(out)
+    except OSError:
+        if old is not None:
+            old.rename(out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def build_site(model_info: Path | str, out: Path | str, formats: str | tuple[str, ...] = ("png", "svg")) -> BuildReport:
+    """Read the cards under ``model_info`` and write the site to ``out`` (replacing an earlier build there)."""
+    fmts = parse_formats(formats)
+    cards = load_cards(Path(model_info))
+    out = Path(out).absolute()
+    _check_replaceable(out)
+    boards = build_boards(cards)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a served site must be readable
+        report = _write_site(tmp, boards, fmts, len(cards))
+        _swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    figures = [out / p.relative_to(tmp) for p in report.figures]
+    return BuildReport(out, report.n_cards, report.boards, figures, [out / p.relative_to(tmp) for p in report.pages])

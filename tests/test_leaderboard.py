@@ -1,0 +1,419 @@
+"""The leaderboard site and figures, built from realistic fixture cards (the protocol runner's schema).
+
+``make_model_info`` is the fixture generator, shared with ``test_browser.py``: CIFAR-10 L-inf and L2 boards of
+ResNet-20 models with white-box and black-box attacks, an eps sweep, and adversarial-example npz files cut from the
+real CIFAR-10 test set when it is present (synthetic images otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from arbibench.leaderboard import CardError, LeaderboardError, build_site, load_cards
+from arbibench.leaderboard.cli import leaderboard_app
+from arbibench.leaderboard.site import MARKER
+
+DATA = Path(os.environ.get("ARBIBENCH_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+WHITE_BOX = ("fgsm", "pgd", "apgd_ce", "apgd_dlr")
+BLACK_BOX = ("square", "transfer_fp")
+FLAG_TEXT = {
+    "zero_gradient": "The cross-entropy gradient w.r.t. the input is exactly zero on many correctly classified "
+    "samples: gradient attacks get no signal there.",
+    "gradient_free_stronger": "A gradient-free attack beat every gradient attack: the gradients are masked.",
+}
+# name, method, authors, venue, clean ACC, white-box survival, black-box survival, flags
+MODELS = [
+    ("resnet20_fp", "fp", "He et al.", "CVPR 2016", 89.6, 0.00, 0.05, ()),
+    ("resnet20_bnn", "bnn", "Hubara et al.", "NeurIPS 2016", 68.04, 0.02, 0.30, ("zero_gradient",)),
+    ("resnet20_xnor", "xnor", "Rastegari et al.", "ECCV 2016", 71.3, 0.04, 0.26, ("zero_gradient",)),
+    ("resnet20_bireal", "bireal", "Liu et al.", "ECCV 2018", 78.9, 0.01, 0.12, ()),
+    ("resnet20_irnet", "irnet", "Qin et al.", "CVPR 2020", 80.2, 0.03, 0.15, ()),
+    ("resnet20_reactnet", "reactnet", "Liu et al.", "ECCV 2020", 82.7, 0.06, 0.21, ("gradient_free_stronger",)),
+]
+SWEEP_EPS = ((1, "1/255"), (2, "2/255"), (4, "4/255"), (8, "8/255"), (16, "16/255"))
+
+
+def _card(name: str, method: str, authors: str, venue: str, clean: float, wb: float, bb: float,
+          flags: tuple[str, ...], threat: str, rng: np.random.Generator) -> dict[str, Any]:
+    attacks: dict[str, dict[str, Any]] = {}
+    for family, names, keep in (("white-box", WHITE_BOX, wb), ("black-box", BLACK_BOX, bb)):
+        for k, attack in enumerate(names):
+            survive = float(np.clip(keep * (1.6 - 0.4 * k) + rng.uniform(0, 0.02), 0, 1))
+            acc = round(clean * survive, 2)
+            n = 1000 if family == "white-box" else 500
+            half = round(1.96 * 100 * np.sqrt(max(acc / 100 * (1 - acc / 100), 1e-4) / n), 2)
+            attacks[attack] = {
+                "family": family, "acc_star": acc, "acc_norm": round(acc / clean, 4),
+                "ci_low": max(0.0, round(acc - half, 2)), "ci_high": min(100.0, round(acc + half, 2)),
+                "n_examples": n, "median_queries": None if family == "white-box" else float(rng.integers(80, 900)),
+            }
+    rs = {f: round(sum(a["acc_norm"] for a in attacks.values() if a["family"] == f), 4)
+          for f in ("white-box", "black-box")}
+    rs["all"] = round(sum(rs.values()), 4)
+    rs_mean = {"white-box": round(rs["white-box"] / len(WHITE_BOX), 4),
+               "black-box": round(rs["black-box"] / len(BLACK_BOX), 4), "all": round(rs["all"] / len(attacks), 4)}
+    eps, eps_text = (8 / 255, "8/255") if threat == "Linf" else (0.5, "0.5")
+    sweep = [{"attack": "apgd_ce", "eps": e / 255, "eps_text": t,
+              "acc_star": round(clean * float(np.exp(-e * (1.2 - 10 * wb))), 2)} for e, t in SWEEP_EPS]
+    return {
+        "name": name, "link": "https://arxiv.org/abs/1602.02830", "authors": authors, "additional_data": False,
+        "number_forward_passes": 1, "dataset": "cifar10", "venue": venue, "architecture": "resnet20",
+        "eps": eps, "eps_text": eps_text, "threat_model": threat, "clean_acc": clean, "reported": None,
+        "autoattack_acc": min(a["acc_star"] for a in attacks.values()), "unreliable": False, "footnote": None,
+        "method": method, "method_paper": f"{authors}, {venue}", "bits_weights": 32 if method == "fp" else 1,
+        "bits_activations": 32 if method == "fp" else 1, "protocol": "cifar10", "quick": True,
+        "attacks": attacks, "rs": rs, "rs_mean": rs_mean,
+        "worst_case_acc": min(a["acc_star"] for a in attacks.values()),
+        "flags": {f: FLAG_TEXT[f] for f in flags}, "fp_twin": None if method == "fp" else "resnet20_fp",
+        "sweep": sweep if threat == "Linf" else [],
+    }
+
+
+def _examples_npz(path: Path, n: int, seed: int) -> None:
+    """A few adversarial examples: real CIFAR-10 test images with a +-8/255 sign perturbation."""
+    rng = np.random.default_rng(seed)
+    test = DATA / "cifar10" / "test.npz"
+    if test.is_file():
+        with np.load(test) as d:
+            x = d["x"][:n].transpose(0, 3, 1, 2).copy()
+            y = d["y"][:n].astype(np.int64)
+    else:
+        grid = np.linspace(0, 255, 32, dtype=np.float64)
+        x = np.stack([np.stack([np.add.outer(grid, grid) / 2] * 3) for _ in range(n)]).astype(np.uint8)
+        y = rng.integers(0, 10, n).astype(np.int64)
+    delta = rng.choice([-8, 8], size=x.shape)
+    x_adv = np.clip(x.astype(np.int16) + delta, 0, 255).astype(np.uint8)
+    pred_adv = np.where(np.arange(n) % 3 == 2, y, (y + 1 + rng.integers(0, 8, n)) % 10)
+    np.savez_compressed(path, x_clean=x, x_adv=x_adv, y=y, pred_clean=y.copy(), pred_adv=pred_adv.astype(np.int64),
+                        attack=np.array("apgd_ce"))
+
+
+def make_model_info(root: Path, examples: bool = True) -> Path:
+    """Write realistic cards to ``root/model_info/cifar10/{Linf,L2}/<name>.json``; return the model_info folder."""
+    model_info = root / "model_info"
+    rng = np.random.default_rng(0)
+    for threat, models in (("Linf", MODELS), ("L2", MODELS[:3])):
+        folder = model_info / "cifar10" / threat
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, spec in enumerate(models):
+            card = _card(*spec, threat=threat, rng=rng)
+            if threat == "L2":
+                card["quick"] = False
+            if examples and threat == "Linf" and spec[0] in ("resnet20_bnn", "resnet20_fp"):
+                card["examples"] = f"{spec[0]}_examples.npz"
+                _examples_npz(folder / card["examples"], 6, i)
+            (folder / f"{spec[0]}.json").write_text(json.dumps(card, indent=2))
+    return model_info
+
+
+class _Tables(HTMLParser):
+    """Rows of every ``table.board`` in a page: the text of each cell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.names: dict[str, list[str]] = {}
+        self.scripts = 0
+        self._table: str | None = None
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "script":
+            self.scripts += 1
+        if tag == "table" and "board" in (a.get("class") or ""):
+            self._table = a["id"]
+            self.tables[self._table] = []
+            self.names[self._table] = []
+        elif tag == "tr" and self._table and "empty" not in (a.get("class") or ""):
+            self._row = []
+            if a.get("data-name") is not None:
+                self.names[self._table].append(a["data-name"] or "")
+        elif tag == "td" and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None and self._row is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self._table:
+            if self._row:
+                self.tables[self._table].append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _parse(html_text: str) -> _Tables:
+    parser = _Tables()
+    parser.feed(html_text)
+    return parser
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lb")
+    build_site(make_model_info(root), root / "site", "png,svg")
+    return root / "site"
+
+
+def test_build_writes_expected_files(built: Path) -> None:
+    assert (built / "index.html").is_file() and (built / MARKER).is_file()
+    for name in ("acc_vs_rs", "heatmap_cifar10_Linf", "heatmap_cifar10_L2", "eps_curves_cifar10_Linf"):
+        for fmt in ("png", "svg"):
+            assert (built / "figures" / f"{name}.{fmt}").stat().st_size > 1000, name
+    assert not (built / "figures" / "eps_curves_cifar10_L2.svg").exists()  # the L2 cards have no sweep
+    for name, *_ in MODELS:
+        assert (built / "models" / "cifar10_Linf" / f"{name}.html").is_file()
+        assert json.loads((built / "models" / "cifar10_Linf" / f"{name}.json").read_text())["name"] == name
+    pngs = sorted((built / "models" / "cifar10_Linf" / "resnet20_bnn").glob("*.png"))
+    assert len(pngs) == 18  # 6 examples x clean / adversarial / perturbation
+    from PIL import Image
+
+    with Image.open(pngs[0]) as img:
+        assert img.size == (128, 128)
+    page = (built / "models" / "cifar10_Linf" / "resnet20_bnn.html").read_text()
+    assert "resnet20_bnn/00_clean.png" in page and "Adversarial examples" in page
+    assert 'href="resnet20_fp.html"' in page  # the fp twin links to its page
+    # No leftovers beside the site: the temp build folder was renamed into place.
+    assert [p.name for p in built.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_self_contained(built: Path) -> None:
+    """Nothing is fetched from the network: no http(s) src, stylesheet or script URL anywhere."""
+    for page in [built / "index.html", *built.glob("models/*/*.html")]:
+        text = page.read_text()
+        assert not re.search(r"""(src|href)=["'](https?:)?//(?!arxiv\.org)""", text), page
+        assert "<link" not in text
+        assert "@import" not in text
+
+
+def test_rows_sorted_by_rs_with_ranks(built: Path) -> None:
+    parsed = _parse((built / "index.html").read_text())
+    assert set(parsed.tables) == {"board-cifar10_Linf", "board-cifar10_L2"}
+    rows = parsed.tables["board-cifar10_Linf"]
+    cards = {c.name: c for c in load_cards(built.parent / "model_info") if c.threat_model == "Linf"}
+    names = parsed.names["board-cifar10_Linf"]
+    assert all(r[1].startswith(n) for r, n in zip(rows, names, strict=True))
+    assert sorted(names) == sorted(cards)
+    rs = [cards[n].rs["all"] for n in names]
+    assert rs == sorted(rs, reverse=True)
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
+    rs_col = [float(r[-4]) for r in rows]  # RS, worst case, AutoAttack, flags are the last columns
+    assert rs_col == sorted(rs_col, reverse=True)
+
+
+def test_tied_rs_share_a_rank() -> None:
+    from arbibench.leaderboard.ranking import rank_cards
+
+    base = _card(*MODELS[1], threat="Linf", rng=np.random.default_rng(1))
+    made = []
+    for name, rs in (("a", 2.0), ("b", 1.0), ("c", 2.0), ("d", 0.5)):
+        data = dict(base, name=name, rs=dict(base["rs"], all=rs))
+        from arbibench.leaderboard.cards import parse_card
+
+        made.append(parse_card(Path(f"{name}.json"), data))
+    ranked = rank_cards(made)
+    assert [(r.rank, r.card.rs["all"]) for r in ranked] == [(1, 2.0), (1, 2.0), (3, 1.0), (4, 0.5)]
+
+
+def test_html_escaping(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path, examples=False)
+    path = model_info / "cifar10" / "Linf" / "resnet20_bnn.json"
+    card = json.loads(path.read_text())
+    evil = '<script>alert("x")</script><img src=x onerror=alert(1)> $\\frac{$'
+    card.update(name=evil, authors='"><b>bold</b>', method="bnn<i>", link="javascript:alert(1)",
+                flags={"zero<gradient>": 'meaning "quoted" <em>'}, footnote="<u>f</u>", unreliable=True)
+    path.write_text(json.dumps(card))
+    site = tmp_path / "site"
+    build_site(model_info, site, "svg")
+    index = (site / "index.html").read_text()
+    assert _parse(index).scripts == 1  # only the page's own table script
+    assert "<script>alert" not in index and "<img src=x" not in index and "<b>bold" not in index
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in index and "$\\frac{$" in index
+    assert "zero&lt;gradient&gt;" in index and "meaning &quot;quoted&quot; &lt;em&gt;" in index
+    pages = list((site / "models" / "cifar10_Linf").glob("script*.html"))
+    assert len(pages) == 1  # the file name is sanitised too
+    page = pages[0].read_text()
+    assert _parse(page).scripts == 0 and "<script>alert" not in page and "javascript:" not in page
+    assert "<u>f</u>" not in page and "&lt;u&gt;f&lt;/u&gt;" in page
+    assert "script-src &#x27;none&#x27;" in page  # and no script could run there anyway (CSP)
+
+
+def _broken(tmp_path: Path, edit: Any) -> Path:
+    model_info = make_model_info(tmp_path, examples=False)
+    path = model_info / "cifar10" / "Linf" / "resnet20_irnet.json"
+    card = json.loads(path.read_text())
+    edit(card, path)
+    path.write_text(json.dumps(card))
+    return model_info
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "words"),
+    [
+        (lambda c, p: c.update(clean_acc="68.04"), "clean_acc", "expected a number, got string"),
+        (lambda c, p: c.update(clean_acc=136.08), "clean_acc", "outside [0.0, 100.0] (accuracies are in percent)"),
+        (lambda c, p: c.pop("rs"), "rs", "is missing"),
+        (lambda c, p: c["rs"].pop("all"), "rs", "no 'all' entry"),
+        (lambda c, p: c["attacks"]["pgd"].update(acc_star=None), "attacks.pgd.acc_star", "expected a number, got null"),
+        (lambda c, p: c["attacks"]["square"].pop("family"), "attacks.square.family", "is missing"),
+        (lambda c, p: c["sweep"][2].update(eps="4/255"), "sweep[2].eps", "expected a number"),
+        (lambda c, p: c.update(flags={"zero_gradient": 1}), "flags.zero_gradient", "expected a non-empty string"),
+        (lambda c, p: c.update(unreliable="no"), "unreliable", "expected true or false"),
+        (lambda c, p: c.update(examples="../../etc/passwd"), "examples", "must be a file name beside the card"),
+        (lambda c, p: c.update(examples="gone.npz"), "examples", "does not exist"),
+        (lambda c, p: c.update(name="resnet20_bnn"), "name", "also the name of"),
+    ],
+)
+def test_bad_card_names_file_and_field(tmp_path: Path, edit: Any, field: str, words: str) -> None:
+    model_info = _broken(tmp_path, edit)
+    with pytest.raises(CardError) as info:
+        build_site(model_info, tmp_path / "site")
+    assert info.value.field == field
+    assert info.value.path.name == "resnet20_irnet.json"
+    assert f"resnet20_irnet.json: field '{field}'" in str(info.value) and words in str(info.value)
+    assert not (tmp_path / "site").exists() and not any(p.name.startswith(".site") for p in tmp_path.iterdir())
+
+
+def test_invalid_json_names_file_and_line(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path, examples=False)
+    bad = model_info / "cifar10" / "L2" / "resnet20_xnor.json"
+    bad.write_text('{"name": "resnet20_xnor",\n "clean_acc": 71.3,,\n}')
+    with pytest.raises(CardError, match=r"resnet20_xnor\.json: is not valid JSON: .*line 2"):
+        load_cards(model_info)
+
+
+def test_bad_examples_npz_names_array(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path)
+    npz = model_info / "cifar10" / "Linf" / "resnet20_bnn_examples.npz"
+    with np.load(npz) as d:
+        arrays = dict(d)
+    arrays["x_adv"] = arrays["x_adv"].astype(np.float32) / 255
+    np.savez(npz, **arrays)
+    with pytest.raises(CardError, match=r"resnet20_bnn_examples\.npz: field 'x_adv': expected uint8"):
+        build_site(model_info, tmp_path / "site")
+
+
+def test_missing_dir_and_no_cards(tmp_path: Path) -> None:
+    with pytest.raises(LeaderboardError, match="model-info folder .*nowhere does not exist"):
+        build_site(tmp_path / "nowhere", tmp_path / "site")
+    (tmp_path / "empty" / "cifar10").mkdir(parents=True)
+    (tmp_path / "empty" / "cifar10" / ".resnet20_bnn.json").write_text("{")  # a writer's half-done temporary
+    with pytest.raises(LeaderboardError, match=r"no model cards \(\*\.json\) under"):
+        build_site(tmp_path / "empty", tmp_path / "site")
+
+
+def test_failed_rebuild_keeps_old_site_and_refuses_foreign_folder(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path, examples=False)
+    site = tmp_path / "site"
+    build_site(model_info, site, "svg")
+    before = (site / "index.html").read_text()
+    # Fails midway (after cards load): an unknown format is refused before anything is written ...
+    with pytest.raises(LeaderboardError, match="--format"):
+        build_site(model_info, site, "png,gif")
+    # ... and an examples file that breaks while pages are written leaves the old site untouched.
+    card_path = model_info / "cifar10" / "Linf" / "resnet20_fp.json"
+    card = json.loads(card_path.read_text())
+    card["examples"] = "broken.npz"
+    (card_path.parent / "broken.npz").write_bytes(b"not a zip")
+    card_path.write_text(json.dumps(card))
+    with pytest.raises(CardError, match="broken.npz"):
+        build_site(model_info, site, "svg")
+    assert (site / "index.html").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model_info", "site"]
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "thesis.tex").write_text("keep me")
+    with pytest.raises(LeaderboardError, match="refusing to replace"):
+        build_site(tmp_path / "model_info", foreign)
+    assert (foreign / "thesis.tex").read_text() == "keep me"
+
+
+def test_figures_in_both_formats(built: Path) -> None:
+    for png in (built / "figures").glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    svgs = list((built / "figures").glob("*.svg"))
+    assert len(svgs) == 4
+    import xml.etree.ElementTree as ET
+
+    for svg in svgs:
+        root = ET.parse(svg).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg", svg
+        assert float(root.get("width", "0").rstrip("pt")) > 100
+
+
+def test_rebuild_is_byte_stable(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path, examples=False)
+    build_site(model_info, tmp_path / "a", "svg,png")
+    build_site(model_info, tmp_path / "b", "svg,png")
+    for f in sorted((tmp_path / "a").rglob("*")):
+        if f.is_file():
+            assert f.read_bytes() == (tmp_path / "b" / f.relative_to(tmp_path / "a")).read_bytes(), f
+
+
+def test_cli_build_and_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    model_info = make_model_info(tmp_path, examples=False)
+    out = tmp_path / "site"
+    result = runner.invoke(leaderboard_app, ["build", "--model-info", str(model_info), "--out", str(out),
+                                             "--format", "svg"])
+    assert result.exit_code == 0, result.output
+    assert "9 model cards on 2 leaderboard(s)" in result.output
+    assert (out / "figures" / "acc_vs_rs.svg").is_file() and not (out / "figures" / "acc_vs_rs.png").exists()
+    result = runner.invoke(leaderboard_app, ["build", "--model-info", str(tmp_path / "nope"), "--out", str(out)])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    result = runner.invoke(leaderboard_app, ["serve", "--dir", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "holds no index.html" in result.output
+
+
+def test_eps_curves_merge_budgets_written_differently(tmp_path: Path) -> None:
+    """0.00392 on one card and 1/255 on another are one tick; a sweep point at eps 0 replaces the clean point."""
+    from arbibench.leaderboard.figures import eps_curves, method_colours
+    from arbibench.leaderboard.ranking import build_boards
+
+    model_info = make_model_info(tmp_path, examples=False)
+    path = model_info / "cifar10" / "Linf" / "resnet20_xnor.json"
+    card = json.loads(path.read_text())
+    card["sweep"] = [{"attack": "apgd_ce", "eps": 0.00392, "eps_text": "1/255", "acc_star": 30.0},
+                     {"attack": "apgd_ce", "eps": 0.0, "acc_star": 70.0}]
+    path.write_text(json.dumps(card))
+    boards = [b for b in build_boards(load_cards(model_info)) if b.threat_model == "Linf"]
+    fig = eps_curves(boards[0], method_colours(boards))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1/255", "2/255", "4/255", "8/255", "16/255"]
+    xnor = next(line for line in ax.get_lines() if line.get_label() == "resnet20_xnor")
+    assert list(xnor.get_xdata()) == [0, 1] and list(xnor.get_ydata()) == [70.0, 30.0]
+
+
+def test_server_binds_loopback_only(built: Path) -> None:
+    from urllib.request import urlopen
+
+    from arbibench.leaderboard.serve import make_server
+
+    server = make_server(built, port=0)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        import threading
+
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        with urlopen(f"http://127.0.0.1:{server.server_port}/figures/acc_vs_rs.svg", timeout=10) as r:
+            assert r.headers["Content-Type"] == "image/svg+xml" and r.read(5) in (b"<?xml", b"<svg ")
+    finally:
+        server.shutdown()
+        server.server_close()
