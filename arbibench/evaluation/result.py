@@ -109,26 +109,39 @@ class BenchmarkResult:
         t.add_column("accuracy", justify="right")
         t.add_column("95% CI", justify="right")
         t.add_column("ACC_norm", justify="right")
+        queries = {name: query_summary(out)["median_queries"] for name, out in self.outcomes.items()}
+        black_box = {name for name, out in self.outcomes.items() if bool((out.queries >= 0).any())}
+        if black_box:
+            t.add_column("median queries", justify="right")
         t.add_column("time", justify="right")
+
+        def q(name: str) -> list[str]:
+            if not black_box:
+                return []
+            return [f"{queries[name]:.0f}" if queries.get(name) is not None else ("-" if name in black_box else "")]
 
         def ci(iv: tuple[float, float]) -> str:
             return f"[{iv[0]:.3f}, {iv[1]:.3f}]"
 
-        t.add_row("clean (ACC)", f"{r.acc:.4f}", ci(r.acc_interval), "", f"{self.seconds.get('clean', 0):.0f} s")
+        t.add_row(
+            "clean (ACC)", f"{r.acc:.4f}", ci(r.acc_interval), "", *q("clean"), f"{self.seconds.get('clean', 0):.0f} s"
+        )
         for m in r.attacks:
             t.add_row(
                 f"{m.attack} (ACC*)",
                 f"{m.acc_star:.4f}",
                 ci(m.interval),
                 f"{m.acc_norm:.4f}",
+                *q(m.attack),
                 f"{self.seconds.get(m.attack, 0):.0f} s",
             )
         t.add_section()
         t.add_row(
-            "worst case", f"{r.worst_case_acc:.4f}", ci(r.worst_case_interval), f"{r.worst_case_acc_norm:.4f}", ""
+            "worst case", f"{r.worst_case_acc:.4f}", ci(r.worst_case_interval), f"{r.worst_case_acc_norm:.4f}",
+            *q("worst"), ""
         )
         n = len(r.attacks)
         t.add_section()
-        t.add_row(f"RS (sum over {n} attacks, max {n})", "", "", f"{r.rs:.4f}", "")
-        t.add_row("RS_mean (RS / attacks)", "", "", f"{r.rs_mean:.4f}", "")
+        t.add_row(f"RS (sum over {n} attacks, max {n})", "", "", f"{r.rs:.4f}", *q("rs"), "")
+        t.add_row("RS_mean (RS / attacks)", "", "", f"{r.rs_mean:.4f}", *q("rs"), "")
         return t
