@@ -1,0 +1,165 @@
+"""RayS: breaks the shipped FP ResNet-20 at Linf 8/255 from labels alone, within its per-sample query budget.
+
+Budgets are small (CI time): the numbers asserted are those measured at these budgets, with a margin, not the
+paper's (which runs to 10k queries).
+"""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from arbibench.attacks import L2, Linf, RayS, get_attack
+from arbibench.attacks.query import QueryAccessError, QueryModel
+from arbibench.data import load_cifar10
+
+N = 60  # images of the effect test
+QUERIES = 300
+
+
+class OneHot(nn.Module):
+    """The model's top-1 label as a one-hot vector: scores that carry nothing beyond the label."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.inner(x)
+        return nn.functional.one_hot(logits.argmax(1), logits.shape[1]).float()
+
+
+class Counting(nn.Module):
+    """Counts the images it is asked to classify."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner, self.images = inner, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.images += x.shape[0]
+        return self.inner(x)
+
+
+@pytest.fixture(scope="module")
+def data(trained_fp, data_dir):
+    x, y, _ = load_cifar10(N, data_dir=data_dir)
+    with torch.no_grad():
+        correct = trained_fp(x).argmax(1) == y
+    return x, y, correct
+
+
+@pytest.fixture(scope="module")
+def run(trained_fp, data):
+    """RayS at Linf 8/255, 300 queries, on the correctly classified images among the first N."""
+    x, y, correct = data
+    attack = get_attack("rays", max_queries=QUERIES)
+    threat = Linf(8 / 255)
+    x0, y0 = x[correct], y[correct]
+    x_adv = attack(trained_fp, x0, y0, threat, torch.Generator().manual_seed(0))
+    return attack, threat, x0, y0, x_adv
+
+
+def test_rays_lowers_accuracy(trained_fp, data, run):
+    x, y, correct = data
+    attack, threat, x0, y0, x_adv = run
+    clean = int(correct.sum()) / N
+    with torch.no_grad():
+        still = trained_fp(x_adv).argmax(1) == y0
+    robust = int(still.sum()) / N
+    # measured: clean 0.90, ACC* 0.55 (60 images, 300 queries); median queries at success 120
+    assert clean > 0.85
+    assert robust < 0.65
+    assert robust <= clean - 0.25
+    assert bool((attack.query_counts <= QUERIES).all())
+    assert float(attack.query_counts[~still].float().median()) < 200
+
+
+def test_rays_min_distance_and_result_agree(trained_fp, run):
+    attack, threat, x0, y0, x_adv = run
+    md = attack.min_distance
+    assert md.shape == (x0.shape[0],) and bool(torch.isfinite(md).all())
+    within = md <= threat.eps + 1e-6
+    with torch.no_grad():
+        fooled = trained_fp(x_adv).argmax(1) != y0
+    assert torch.equal(fooled, within)
+    dist = threat.distance(x_adv.double(), x0.double())
+    assert torch.allclose(dist[within], md[within], rtol=0, atol=1e-9)
+    assert torch.equal(x_adv[~within], x0[~within])
+
+
+def test_rays_distance_beyond_eps_is_real(trained_fp, data):
+    """RayS is deterministic: rerun with eps set to a reported distance, it stops at an adversarial point there."""
+    x, y, correct = data
+    i = int(correct.nonzero()[0])
+    x1, y1 = x[i : i + 1], y[i : i + 1]
+    first = get_attack("rays", max_queries=100)
+    first(trained_fp, x1, y1, Linf(1e-4), torch.Generator().manual_seed(0))
+    d = float(first.min_distance[0])
+    assert 1e-4 < d < math.inf
+    again = get_attack("rays", max_queries=100)
+    x_adv = again(trained_fp, x1, y1, Linf(d), torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert int(trained_fp(x_adv).argmax(1)) != int(y1)
+    assert float(Linf(d).distance(x_adv.double(), x1.double())) == pytest.approx(d, abs=1e-6)
+
+
+def test_rays_uses_labels_only(trained_fp, data):
+    assert RayS.access == "labels" and not RayS.needs_gradients
+    x, y, correct = data
+    x0, y0 = x[correct][:3], y[correct][:3]
+    oracle = QueryModel(trained_fp, x0, y0, Linf(8 / 255), access="labels", max_queries=10)
+    with pytest.raises(QueryAccessError):
+        oracle.scores(x0, torch.arange(3))
+    results = []
+    for model in (trained_fp, OneHot(trained_fp).eval()):
+        attack = get_attack("rays", max_queries=60)
+        x_adv = attack(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
+        results.append((x_adv, attack.min_distance, attack.query_counts))
+    for a, b in zip(results[0], results[1], strict=True):
+        assert torch.equal(a, b)
+
+
+def test_rays_early_exit(trained_fp, data):
+    x, y, correct = data
+    x0, y0 = x[correct][:4], y[correct][:4].clone()
+    y0[:2] = (y0[:2] + 1) % 10  # a wrong label: the clean image is already "adversarial"
+    oracle = QueryModel(trained_fp, x0, y0, Linf(8 / 255), access="labels", max_queries=100)
+    attack = get_attack("rays", max_queries=100)
+    attack.attack(oracle, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
+    assert bool((oracle.queries[:2] <= 10).all())
+    assert bool((oracle.success_queries[:2] == oracle.queries[:2]).all())
+    assert bool((oracle.queries[2:] > 20).all())
+
+
+def test_rays_is_linf_only(trained_fp, data):
+    x, y, correct = data
+    with pytest.raises(ValueError, match="Linf"):
+        get_attack("rays")(trained_fp, x[:1], y[:1], L2(0.5), torch.Generator().manual_seed(0))
+
+
+@settings(max_examples=12, deadline=None)
+@given(budget=st.integers(1, 60), n=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_rays_never_exceeds_budget(images, budget, n, seed):
+    torch.manual_seed(0)
+    model = Counting(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))).eval()
+    x = images[:n]
+    with torch.no_grad():
+        y = model.inner(x).argmax(1)
+    attack = get_attack("rays", max_queries=budget)
+    threat = Linf(2 / 255)
+    x_adv = attack(model, x, y, threat, torch.Generator().manual_seed(seed))
+    threat.verify(x_adv, x)
+    assert model.images <= n * budget
+    assert bool((attack.query_counts <= budget).all()) and bool((attack.query_counts >= 1).all())
+
+
+def test_rays_config_is_validated():
+    cfg = RayS().config
+    assert (cfg.max_queries, cfg.tol) == (1000, 1e-3)
+    for bad in ({"max_queries": 0}, {"tol": 0.0}, {"tol": -1.0}):
+        with pytest.raises(ValueError):
+            get_attack("rays", **bad)
