@@ -28,9 +28,14 @@ from arbibench.attacks.estimators import (
 )
 from arbibench.attacks.fab import FAB, FABT, FABConfig, FABTConfig
 from arbibench.attacks.fgsm import FGSM, FGSMConfig
+from arbibench.attacks.hsja import HopSkipJump, HSJAConfig
 from arbibench.attacks.losses import LOSSES
 from arbibench.attacks.mifgsm import MIFGSM, MIFGSMConfig
+from arbibench.attacks.nes import NES, NESConfig
 from arbibench.attacks.pgd import PGD, PGDConfig
+from arbibench.attacks.rays import RayS, RaySConfig
+from arbibench.attacks.simba import SimBA, SimBAConfig
+from arbibench.attacks.square import Square, SquareConfig
 from arbibench.attacks.threat import (
     L2,
     Linf,
@@ -39,6 +44,7 @@ from arbibench.attacks.threat import (
     get_threat_model,
     parse_eps,
 )
+from arbibench.attacks.transfer import Transfer, TransferConfig
 
 _GRADIENT_ATTACKS: tuple[type[Attack], ...] = (
     FGSM,
@@ -54,7 +60,7 @@ _GRADIENT_ATTACKS: tuple[type[Attack], ...] = (
     FABT,
 )
 # Score-based, decision-based and transfer attacks: they see the model only through a QueryModel (query.py).
-_BLACK_BOX_ATTACKS: tuple[type[Attack], ...] = ()
+_BLACK_BOX_ATTACKS: tuple[type[Attack], ...] = (Square, SimBA, NES, HopSkipJump, RayS, Transfer)
 ATTACKS: dict[str, type[Attack]] = {cls.name: cls for cls in _GRADIENT_ATTACKS + _BLACK_BOX_ATTACKS}
 # "<attack>_adaptive": the attack under several BNN gradient estimators, worst case per sample.
 ATTACKS.update({cls.name: cls for cls in map(adaptive_attack_class, _GRADIENT_ATTACKS)})
@@ -111,6 +117,18 @@ __all__ = [
     "LOSSES",
     "PGD",
     "PGDConfig",
+    "NES",
+    "NESConfig",
+    "SimBA",
+    "SimBAConfig",
+    "Square",
+    "SquareConfig",
+    "HopSkipJump",
+    "HSJAConfig",
+    "RayS",
+    "RaySConfig",
+    "Transfer",
+    "TransferConfig",
     "Attack",
     "Linf",
     "ThreatModel",
