@@ -27,12 +27,12 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check arbibench tests benchmarks
 	$(PY) -m pytest -q
 
+# The main job: the ARBiBench protocol (quick variant) over every shipped CIFAR-10 model, model cards into
+# model_info/, and the leaderboard site into site/. A second run reads finished batches back from the store.
 demo: $(STAMP)
 	mkdir -p runs
-	$(VENV)/bin/arbibench eval --model resnet20_fp --attacks fgsm,pgd --n-examples 1000 --eps 8/255 \
-		--store $(DEMO_STORE) --json runs/demo_resnet20_fp.json
-	$(VENV)/bin/arbibench eval --model resnet20_bnn --attacks fgsm,pgd --n-examples 1000 --eps 8/255 \
-		--store $(DEMO_STORE) --json runs/demo_resnet20_bnn.json
+	$(VENV)/bin/arbibench protocol run cifar10 --quick --models all --store $(DEMO_STORE) --model-info model_info
+	$(VENV)/bin/arbibench leaderboard build --model-info model_info --out site --format png,svg
 
 # Trains the ResNet-20 CIFAR-10 zoo on this machine's CPU, one model after the other, each resuming from its last
 # finished epoch, and exports checkpoint + model card into the package (then add its sha256 to models/zoo.py).

@@ -53,24 +53,17 @@ class ZooEntry:
         return self.sha256 is not None
 
 
+# sha256 of every shipped CIFAR-10 ResNet-20 checkpoint, by method. A retrained file gets its new hash here (the
+# model card written by `arbibench train --export` holds it).
+RESNET20_CIFAR10_SHA256: dict[str, str] = {
+    "fp": "3e01db63dcb13a90a127f6720bf73d46b3fdb78de2b59ea5f35fa03bb0e43dea",
+    "bnn": "3b17d3d05bd36878d9c2491858ec658c25f5d3f6d43e9cd00a5fd12a4407df24",
+    "irnet": "3db5b6a38e148b2ef071f354c59963f16e5ef288ed33dcce4fe142769f556161",
+}
+
 ZOO: dict[str, ZooEntry] = {
-    e.name: e
-    for e in (
-        ZooEntry(
-            "resnet20_fp",
-            "resnet20",
-            "fp",
-            "cifar10",
-            sha256="3e01db63dcb13a90a127f6720bf73d46b3fdb78de2b59ea5f35fa03bb0e43dea",
-        ),
-        ZooEntry(
-            "resnet20_bnn",
-            "resnet20",
-            "bnn",
-            "cifar10",
-            sha256="3b17d3d05bd36878d9c2491858ec658c25f5d3f6d43e9cd00a5fd12a4407df24",
-        ),
-    )
+    f"resnet20_{method}": ZooEntry(f"resnet20_{method}", "resnet20", method, "cifar10", sha256=sha)
+    for method, sha in RESNET20_CIFAR10_SHA256.items()
 }
 
 # ImageNet ResNet-18 for every method preset: registered, not shipped; load_model reads the user's file.
