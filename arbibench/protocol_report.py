@@ -39,8 +39,10 @@ def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Tab
     """One row per model: ACC, RS and RS_mean per family and overall, worst case, flags."""
     t = Table(title=f"protocol {protocol.label}: {protocol.dataset}, {protocol.threat_model} eps {protocol.eps_text}")
     cols = ("model", "ACC", "RS white", "RS black", "RS all", "RS_mean all", "worst case", "flags")
+    width = max((len(r.model_name) for r in results), default=5)
     for col in cols:
-        t.add_column(col, justify="left" if col in ("model", "flags") else "right")
+        t.add_column(col, justify="left" if col in ("model", "flags") else "right",
+                     no_wrap=col == "model", min_width=width if col == "model" else None)
     for r in sorted(results, key=lambda r: -r.rs.get(ALL, 0.0)):
         t.add_row(
             r.model_name,
@@ -61,7 +63,7 @@ def twin_table(rows: Sequence[dict]) -> Table:
     """Each BNN's mean ACC_norm (RS_mean) per family next to its full-precision twin's."""
     t = Table(title="BNN vs full-precision twin: mean ACC_norm per family (higher = more robust)")
     for col in ("model", "FP twin", "family", "BNN", "FP", "BNN - FP"):
-        t.add_column(col, justify="left" if col in ("model", "FP twin", "family") else "right")
+        t.add_column(col, justify="left" if col in ("model", "FP twin", "family") else "right", no_wrap=True)
     for row in rows:
         diff = row["difference"]
         style = "green" if diff > 0 else "red" if diff < 0 else ""
