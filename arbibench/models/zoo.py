@@ -61,6 +61,7 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
     "irnet": "3db5b6a38e148b2ef071f354c59963f16e5ef288ed33dcce4fe142769f556161",
     "reactnet": "0bfd70b353961f6a8a9377e770695c2ddb26060ac873d9a63969f938119c76f4",
     "bireal": "f54f15072027566356e4284fbac72428a9dd39441d794f965d6f6b2b8e4b922c",
+    "dorefa": "88a15c985990cb907864506411088f152e6b5632ecebd36f71316daf0a54b10b",
 }
 
 ZOO: dict[str, ZooEntry] = {
