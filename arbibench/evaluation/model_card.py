@@ -125,7 +125,8 @@ def protocol_card(result: Any) -> dict[str, Any]:
             {**row, "acc_star": _pct(row["acc_star"]), "interval": [_pct(v) for v in row["interval"]]}
             for row in result.sweep
         ],
-        "seconds": round(result.seconds, 1),
+        # compute time of the attacks as stored batch by batch: the same after a resumed run as after a fresh one
+        "seconds": round(sum(a.seconds for a in result.attacks), 1),
     }
     return card
 
