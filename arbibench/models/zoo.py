@@ -62,6 +62,8 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
     "reactnet": "0bfd70b353961f6a8a9377e770695c2ddb26060ac873d9a63969f938119c76f4",
     "bireal": "f54f15072027566356e4284fbac72428a9dd39441d794f965d6f6b2b8e4b922c",
     "dorefa": "88a15c985990cb907864506411088f152e6b5632ecebd36f71316daf0a54b10b",
+    "xnor": "85355cfe378dcb753056796c81a39aa55f0d051fc80a3f9fabb431733c63aa49",
+    "xnorpp": "8c6770fbf0968c9cb8ca5f06b2cf59fed211c898494eacd3169de55953234cad",
 }
 
 ZOO: dict[str, ZooEntry] = {
