@@ -82,3 +82,27 @@ class GradBatchRecorder(nn.Module):
 def grad_batches() -> type[GradBatchRecorder]:
     """The :class:`GradBatchRecorder` class: ``net = grad_batches(model)``, then read ``net.sizes``."""
     return GradBatchRecorder
+
+
+class OneHot(nn.Module):
+    """The model's top-1 label as a one-hot vector: scores that carry nothing beyond the label."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.inner(x)
+        return nn.functional.one_hot(logits.argmax(1), logits.shape[1]).float()
+
+
+class Counting(nn.Module):
+    """Counts the images it is asked to classify."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner, self.images = inner, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.images += x.shape[0]
+        return self.inner(x)

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from conftest import Counting, OneHot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -20,30 +21,6 @@ from arbibench.evaluation.store import ResultStore
 
 N = 60  # images of the effect test
 QUERIES = 300
-
-
-class OneHot(nn.Module):
-    """The model's top-1 label as a one-hot vector: scores that carry nothing beyond the label."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = self.inner(x)
-        return nn.functional.one_hot(logits.argmax(1), logits.shape[1]).float()
-
-
-class Counting(nn.Module):
-    """Counts the images it is asked to classify."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.inner, self.images = inner, 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.images += x.shape[0]
-        return self.inner(x)
 
 
 @pytest.fixture(scope="module")
