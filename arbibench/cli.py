@@ -89,8 +89,9 @@ def eval_(
     model: str = typer.Option(..., "--model", "-m", help="Zoo model name (see `arbibench zoo list`)."),
     attacks: str = typer.Option(
         "fgsm,pgd",
-        help="Comma-separated attacks, run in this order: fgsm, pgd, mifgsm, cw_linf, apgd_ce, apgd_dlr, apgd_t, "
-        "...; NAME@SURROGATE (e.g. pgd@identity) attacks through another BNN gradient estimator, NAME_adaptive "
+        help="Comma-separated attacks, run in this order: white-box fgsm, pgd, mifgsm, cw_linf, apgd_ce, autoattack, "
+        "...; black-box transfer, square, simba, nes, hsja, rays; NAME@SURROGATE (e.g. pgd@identity) attacks "
+        "through another BNN gradient estimator, NAME_adaptive "
         "through several.",
     ),
     n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Number of test images."),
