@@ -37,6 +37,12 @@ def train(
     method: str = typer.Option(
         "fp", help="Method preset: fp, bnn, xnor, dorefa, bireal, irnet, reactnet, xnorpp."
     ),
+    recipe_kind: str = typer.Option(
+        "finetune",
+        "--recipe",
+        help="finetune: cross-entropy from the FP twin's weights; kd: few-epoch two-step distillation from the FP "
+        "twin (binary activations first, then binary weights; ReActNet's distributional loss; BatchNorm re-estimated).",
+    ),
     epochs: int | None = typer.Option(None, help="Epochs; default: the method's CPU recipe."),
     out: Path = typer.Option(Path("runs"), help="Folder for run folders; the run goes to OUT/<arch>_<method>."),
     init_from: str | None = typer.Option(
@@ -60,7 +66,7 @@ def train(
     from arbibench.train import train as run_training
 
     try:
-        recipe = default_recipe(method, paper=paper)
+        recipe = default_recipe(method, paper=paper, kind=recipe_kind)
     except USER_ERRORS as e:
         _fail(e)
     recipe.arch, recipe.seed = arch, seed

@@ -1,5 +1,11 @@
 """Training recipes for the zoo: short, deterministic, resumable runs on the real CIFAR-10 train set.
 
+Two recipe families: ``finetune`` (cross-entropy from the FP twin's weights) and ``kd``, the few-epoch BNN recipe
+of the literature: start from the FP twin, train binary activations with real weights first (step 1), then binary
+weights too (step 2, ReActNet's and AdamBNN's two-step scheme), with the FP twin as teacher through ReActNet's
+distributional loss, Adam, no weight decay on the latent binary weights in step 2, latent weights clipped to
+[-1, 1] where the weight sign uses the clipped estimator, and BatchNorm statistics re-estimated at the end.
+
 Every epoch ends with an atomic checkpoint (safetensors for tensors, JSON for the rest; no pickle), so a killed run
 restarts from its last finished epoch and produces the same weights as an uninterrupted one: the shuffling and
 augmentation of epoch ``e`` are drawn from a generator seeded by ``(seed, e)``, and the learning rate is a pure
@@ -13,7 +19,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +27,14 @@ import torch
 import torch.nn.functional as F
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.models.architectures import build_model
-from arbibench.models.methods import get_method
+from arbibench.models.methods import Method, get_method
+from arbibench.nn.layers import BinaryConv2d, BinaryLinear
 from arbibench.nn.quantizers import set_training_progress
+from arbibench.nn.scalings import LearnedScaleSign
 
 
 @dataclass
@@ -45,6 +54,16 @@ class Recipe:
     init_from: str | None = None  # a zoo name or a safetensors file whose matching tensors initialise the model
     train_examples: int | None = None  # first N training images only (quick runs and tests); None = all 50,000
     augmentation: list[str] = field(default_factory=lambda: ["random_crop_pad4", "horizontal_flip"])
+    # Knowledge distillation: the teacher (zoo name or safetensors file of the FP twin, same arch) and the loss
+    # weights; the loss is kd_weight * KL(teacher || student) + ce_weight * cross-entropy. None: cross-entropy only.
+    teacher: str | None = None
+    kd_weight: float = 1.0
+    ce_weight: float = 0.0
+    # Two-step training: the first step1_epochs of ``epochs`` keep real-valued weights (binary activations only);
+    # each step has its own learning-rate schedule from ``lr``; step 2 puts no weight decay on latent binary weights.
+    step1_epochs: int = 0
+    clip_latent_weights: bool = False  # clamp latent binary weights to [-1, 1] after each step (clipped-STE kernels)
+    bn_recalibration_batches: int = 0  # re-estimate BatchNorm statistics on this many training batches at the end
 
 
 # Recipes that fit in ~45 minutes on a 2-core CPU; ``paper=True`` gives the long schedules for users with a GPU.
@@ -62,20 +81,50 @@ RECIPES: dict[str, Recipe] = {
         for m, e in _BNN_EPOCHS.items()
     },
 }
+# The few-epoch distillation recipe (``--recipe kd``): the FP twin as teacher and starting point, KD loss only as in
+# ReActNet, KD_STEP1_EPOCHS of binary activations with real weights then binary weights; cosine from 1e-3 per step.
+KD_EPOCHS, KD_STEP1_EPOCHS = 12, 3
+_CLIPPED_STE_METHODS = {"bnn", "xnor", "bireal", "reactnet", "xnorpp"}  # weight sign with the clipped estimator
+
+
+def kd_recipe(method: str, arch: str = "resnet20") -> Recipe:
+    """The few-epoch two-step distillation recipe for a BNN preset (the FP twin ``<arch>_fp`` is the teacher)."""
+    if not get_method(method).is_binary:
+        raise ValueError(f"the kd recipe trains a BNN from its FP twin; {method!r} is full precision")
+    twin = f"{arch}_fp"
+    return Recipe(
+        arch=arch, method=method, epochs=KD_EPOCHS, optimizer="adam", lr=1e-3, weight_decay=0.0, schedule="cosine",
+        init_from=twin, teacher=twin, kd_weight=1.0, ce_weight=0.0, step1_epochs=KD_STEP1_EPOCHS,
+        clip_latent_weights=method in _CLIPPED_STE_METHODS, bn_recalibration_batches=100,
+    )
+
+
 # Full-length schedules of the papers' CIFAR-10 experiments, for users with a GPU (``--paper``).
 PAPER_EPOCHS = {"fp": 200, "bnn": 400, "xnor": 400, "dorefa": 400, "bireal": 400, "irnet": 400, "reactnet": 256,
                 "xnorpp": 400}
 
 
-def default_recipe(method: str, *, paper: bool = False) -> Recipe:
+RECIPE_KINDS = ("finetune", "kd")
+
+
+def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") -> Recipe:
+    """The shipped recipe of ``kind`` for ``method``: ``finetune`` (cross-entropy) or ``kd`` (two-step distillation)."""
     get_method(method)
-    r = Recipe(**asdict(RECIPES[method])) if method in RECIPES else Recipe(method=method)
+    if kind not in RECIPE_KINDS:
+        raise ValueError(f"unknown recipe {kind!r}; known: {', '.join(RECIPE_KINDS)}")
+    if kind == "kd":
+        r = kd_recipe(method)
+    else:
+        r = Recipe(**asdict(RECIPES[method])) if method in RECIPES else Recipe(method=method)
     if paper:
         r.epochs = PAPER_EPOCHS.get(method, 200)
+        if r.step1_epochs:
+            r.step1_epochs = r.epochs // 2  # ReActNet: two steps of equal length
     return r
 
 
 def learning_rate(recipe: Recipe, step: int, total_steps: int) -> float:
+    """The learning rate at ``step`` of a schedule of ``total_steps`` (one training step of the two-step recipe)."""
     t = step / max(total_steps, 1)
     if recipe.schedule == "onecycle":
         w = recipe.warmup_fraction
@@ -144,8 +193,79 @@ def _init_checkpoint(spec: str) -> Path:
     if spec in ZOO:
         return verified_checkpoint(ZOO[spec])
     if not Path(spec).is_file():
-        raise FileNotFoundError(f"init_from {spec!r} is neither a zoo model name nor an existing checkpoint file")
+        raise FileNotFoundError(f"{spec!r} is neither a zoo model name nor an existing checkpoint file")
     return Path(spec)
+
+
+def stage_method(recipe: Recipe, epoch: int) -> Method:
+    """The method trained at ``epoch``: step 1 of the two-step recipe keeps the kernels real-valued."""
+    method = get_method(recipe.method)
+    if epoch < recipe.step1_epochs:
+        return replace(method, kernel_quantizer=None)
+    return method
+
+
+def _load_matching(model: nn.Module, tensors: dict[str, torch.Tensor]) -> int:
+    own = model.state_dict()
+    matched = {k: v for k, v in tensors.items() if k in own and own[k].shape == v.shape}
+    model.load_state_dict(matched, strict=False)
+    return len(matched)
+
+
+def _init_learned_scales(model: nn.Module) -> None:
+    """Start every learned weight scale (XNOR-Net++) at mean|W| per output channel, the analytic scale."""
+    for m in model.modules():
+        if isinstance(m, (BinaryConv2d, BinaryLinear)) and isinstance(m.kernel_quantizer, LearnedScaleSign):
+            dims = tuple(range(1, m.weight.dim()))
+            with torch.no_grad():
+                m.kernel_quantizer.alpha.copy_(m.weight.abs().mean(dim=dims).view_as(m.kernel_quantizer.alpha))
+
+
+def _latent_binary_weights(model: nn.Module) -> list[nn.Parameter]:
+    return [
+        m.weight
+        for m in model.modules()
+        if isinstance(m, (BinaryConv2d, BinaryLinear)) and m.kernel_quantizer is not None
+    ]
+
+
+def _make_optimizer(recipe: Recipe, model: nn.Module, epoch: int) -> torch.optim.Optimizer:
+    latent = {id(p) for p in _latent_binary_weights(model)} if epoch >= recipe.step1_epochs > 0 else set()
+    decay = [p for p in model.parameters() if id(p) not in latent]
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}]
+    if latent:  # step 2: no weight decay on latent binary weights (it would pull their signs towards flipping)
+        groups.append({"params": [p for p in model.parameters() if id(p) in latent], "weight_decay": 0.0})
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=recipe.lr, momentum=0.9, nesterov=True)
+    if recipe.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=recipe.lr, foreach=True)
+    raise ValueError(f"unknown optimizer {recipe.optimizer!r}; use 'sgd' or 'adam'")
+
+
+def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """ReActNet's distributional loss: cross-entropy of the student's softmax to the teacher's, batch mean."""
+    return -(F.softmax(teacher_logits, dim=1) * F.log_softmax(student_logits, dim=1)).sum(dim=1).mean()
+
+
+@torch.no_grad()
+def recalibrate_batchnorm(model: nn.Module, images: torch.Tensor, batch_size: int = 128) -> None:
+    """Re-estimate every BatchNorm's running statistics as the plain average over ``images`` (uint8 NCHW).
+
+    After the last optimiser step the running averages still mix statistics of earlier weights; recomputing them
+    for the final weights is a cheap, standard fix for BNNs, whose pre-activation statistics move with every sign
+    flip of a latent weight.
+    """
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average over the batches below
+    model.train()
+    for i in range(0, len(images), batch_size):
+        model(images[i : i + batch_size].float().div_(255))
+    for m, momentum in zip(norms, momenta, strict=True):
+        m.momentum = momentum
+    model.eval()
 
 
 def train(
@@ -163,30 +283,30 @@ def train(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state_json = out / "state.json"
-    torch.manual_seed(recipe.seed)
-    model = build_model(recipe.arch, recipe.method)
-    if recipe.init_from:
-        src = load_file(str(_init_checkpoint(recipe.init_from)))
-        own = model.state_dict()
-        matched = {k: v for k, v in src.items() if k in own and own[k].shape == v.shape}
-        model.load_state_dict(matched, strict=False)
-        log(f"initialised {len(matched)}/{len(own)} tensors from {recipe.init_from}")
-    if recipe.optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(
-            model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=True, weight_decay=recipe.weight_decay
+    if recipe.step1_epochs and not 0 < recipe.step1_epochs < recipe.epochs:
+        raise ValueError(
+            f"step1_epochs must be between 1 and epochs - 1 = {recipe.epochs - 1}, got {recipe.step1_epochs}"
         )
-    elif recipe.optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
-    else:
-        raise ValueError(f"unknown optimizer {recipe.optimizer!r}; use 'sgd' or 'adam'")
+    torch.manual_seed(recipe.seed)
+    meta = json.loads(state_json.read_text()) if state_json.exists() else None
+    if meta is not None and meta["recipe"] != asdict(recipe):
+        raise ValueError(
+            f"{out} holds a run with a different recipe ({meta['recipe']}); use another --out or delete it."
+        )
+    # The model of the epoch the run stands at: the last finished one when resuming, else the first.
+    model = build_model(recipe.arch, stage_method(recipe, meta["epoch"] if meta else 0))
+    teacher = None
+    if recipe.teacher:
+        teacher = build_model(recipe.arch, "fp")
+        teacher.load_state_dict(load_file(str(_init_checkpoint(recipe.teacher))))
+        teacher.eval().requires_grad_(False)
+    if recipe.init_from and meta is None:
+        n = _load_matching(model, load_file(str(_init_checkpoint(recipe.init_from))))
+        log(f"initialised {n}/{len(model.state_dict())} tensors from {recipe.init_from}")
+    opt = _make_optimizer(recipe, model, meta["epoch"] if meta else 0)
 
     start_epoch, history, elapsed = 0, [], 0.0
-    if state_json.exists():
-        meta = json.loads(state_json.read_text())
-        if meta["recipe"] != asdict(recipe):
-            raise ValueError(
-                f"{out} holds a run with a different recipe ({meta['recipe']}); use another --out or delete it."
-            )
+    if meta is not None:
         model.load_state_dict(load_file(str(out / "model.safetensors")))
         _load_optimizer(opt, load_file(str(out / "optimizer.safetensors")), meta["optimizer"])
         start_epoch, history, elapsed = meta["epoch"] + 1, meta["history"], meta["elapsed_s"]
@@ -199,7 +319,6 @@ def train(
         x_train, y_train = x_train[: recipe.train_examples], y_train[: recipe.train_examples]
     xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
     steps_per_epoch = math.ceil(len(yt) / recipe.batch_size)
-    total = steps_per_epoch * recipe.epochs
 
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -212,6 +331,18 @@ def train(
     with Progress(*columns) as progress:
         for epoch in range(start_epoch, recipe.epochs):
             t0 = time.time()
+            if recipe.step1_epochs and epoch == recipe.step1_epochs:  # step 2: binarize the kernels
+                step1_state = model.state_dict()
+                model = build_model(recipe.arch, stage_method(recipe, epoch))
+                _load_matching(model, step1_state)
+                _init_learned_scales(model)
+                opt = _make_optimizer(recipe, model, epoch)
+                log(f"step 2 from epoch {epoch + 1}: binary weights")
+            two_step = recipe.step1_epochs > 0
+            stage_start = recipe.step1_epochs if two_step and epoch >= recipe.step1_epochs else 0
+            stage_end = recipe.step1_epochs if two_step and epoch < recipe.step1_epochs else recipe.epochs
+            stage_total = (stage_end - stage_start) * steps_per_epoch
+            clipped = _latent_binary_weights(model) if recipe.clip_latent_weights else []
             gen = torch.Generator().manual_seed(recipe.seed * 100_003 + epoch)
             perm = torch.randperm(len(yt), generator=gen)
             model.train()
@@ -223,12 +354,23 @@ def train(
                 xb = augment(xt[idx], gen).float().div_(255)
                 yb = yt[idx]
                 for g in opt.param_groups:
-                    g["lr"] = learning_rate(recipe, epoch * steps_per_epoch + s, total)
+                    g["lr"] = learning_rate(recipe, (epoch - stage_start) * steps_per_epoch + s, stage_total)
                 logits = model(xb)
-                loss = F.cross_entropy(logits, yb)
+                if teacher is None:
+                    loss = F.cross_entropy(logits, yb)
+                else:
+                    with torch.no_grad():
+                        teacher_logits = teacher(xb)
+                    loss = recipe.kd_weight * distillation_loss(logits, teacher_logits)
+                    if recipe.ce_weight:
+                        loss = loss + recipe.ce_weight * F.cross_entropy(logits, yb)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                if clipped:
+                    with torch.no_grad():
+                        torch._foreach_clamp_min_(clipped, -1.0)
+                        torch._foreach_clamp_max_(clipped, 1.0)
                 loss_sum += loss.item() * len(yb)
                 correct += (logits.argmax(1) == yb).sum().item()
                 seen += len(yb)
@@ -264,10 +406,23 @@ def train(
         "recipe": asdict(recipe),
         "history": history,
         "train_time_s": round(elapsed, 1),
-        "clean_acc": evaluate(model, x_test, y_test),
-        "clean_acc_n_examples": len(y_test),
-        "clean_acc_first500": evaluate(model, x_test[:500], y_test[:500]),
-        "torch_threads": torch.get_num_threads(),
     }
+    if recipe.bn_recalibration_batches:
+        before = evaluate(model, x_test, y_test)
+        t0 = time.time()
+        # a fixed draw of un-augmented training images: the same statistics on every rerun of a finished run
+        pick = torch.randperm(len(yt), generator=torch.Generator().manual_seed(recipe.seed))
+        recalibrate_batchnorm(model, xt[pick[: recipe.bn_recalibration_batches * recipe.batch_size]])
+        _atomic_save_tensors(model.state_dict(), out / "model.safetensors")
+        summary["clean_acc_before_bn_recalibration"] = before
+        summary["train_time_s"] = round(elapsed + time.time() - t0, 1)
+    summary.update(
+        {
+            "clean_acc": evaluate(model, x_test, y_test),
+            "clean_acc_n_examples": len(y_test),
+            "clean_acc_first500": evaluate(model, x_test[:500], y_test[:500]),
+            "torch_threads": torch.get_num_threads(),
+        }
+    )
     _atomic_write_json(summary, out / "summary.json")
     return summary

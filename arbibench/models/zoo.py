@@ -243,6 +243,19 @@ def zoo_rows(model_dir: str | os.PathLike | None = None, dataset: str | None = N
     return rows
 
 
+def _previous_versions(card_path: Path, new_sha256: str) -> list[dict]:
+    """The versions a re-export replaces (oldest first): sha256, clean accuracy and recipe of each earlier card."""
+    if not card_path.is_file():
+        return []
+    old = json.loads(card_path.read_text())
+    versions = list(old.get("previous_versions", []))
+    if old.get("sha256") != new_sha256:
+        versions.append(
+            {k: old.get(k) for k in ("sha256", "clean_acc", "clean_acc_n_examples", "recipe", "train_time_s")}
+        )
+    return versions
+
+
 def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.PathLike | None = None) -> Path:
     """Copy a finished run's weights into the zoo folder and write its model card; returns the card path."""
     run_dir, zoo = Path(run_dir), Path(zoo_dir or CHECKPOINT_DIR)
@@ -278,7 +291,10 @@ def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.P
         "trained_on": f"{platform.machine()} CPU, {summary['torch_threads']} threads, torch {torch.__version__}",
         "history": summary["history"],
     }
+    if "clean_acc_before_bn_recalibration" in summary:
+        card["clean_acc_before_bn_recalibration"] = summary["clean_acc_before_bn_recalibration"]
     card_path = zoo / f"{name}.json"
+    card["previous_versions"] = _previous_versions(card_path, card["sha256"])
     tmp = card_path.with_name(card_path.name + ".tmp")
     tmp.write_text(json.dumps(card, indent=2) + "\n")
     os.replace(tmp, card_path)

@@ -143,6 +143,133 @@ def _resolve_surrogate(spec: str) -> SurrogateFn:
     return SURROGATES[family] if value is None else PARAMETRIC_SURROGATES[family][0](value)
 
 
+# One fused autograd.Function per surrogate family: sign in one kernel forward, the surrogate's derivative in one
+# expression backward. The chain ``hard + (soft - soft.detach())`` computes the same values with five to eight
+# elementwise kernels per call and keeps more tensors alive; a BNN calls its sign twice per binary layer, so the
+# chain was a large share of a training step and of every attack's gradient pass. Each backward follows the
+# operation order autograd takes through the surrogate's forward function, so gradients match it to rounding.
+
+
+class SteSignFunction(torch.autograd.Function):
+    """sign forward; backward ``g * 1{|x| <= 1}`` (the derivative of ``clamp(x, -1, 1)``)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return binary_sign(x)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return grad.masked_fill(x.abs() > 1.0, 0.0)
+
+
+class IdentitySignFunction(torch.autograd.Function):
+    """sign forward; the gradient passes unchanged (plain straight-through, BPDA with the identity)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        return binary_sign(x)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+class ApproxSignFunction(torch.autograd.Function):
+    """sign forward; backward Bi-Real's ``2 - 2|x|`` on ``|x| <= 1``, else 0."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return binary_sign(x)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        xc = x.clamp(-1.0, 1.0)
+        return (grad * (2.0 - 2.0 * xc.abs())).masked_fill_(x.abs() > 1.0, 0.0)
+
+
+class TanhSignFunction(torch.autograd.Function):
+    """sign forward; backward ``beta * (1 - tanh(beta x)^2)``, the derivative of ``tanh(beta x)``."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, beta: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.beta = beta
+        return binary_sign(x)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (x,) = ctx.saved_tensors
+        y = torch.tanh(ctx.beta * x)
+        return grad * (1.0 - y * y) * ctx.beta, None
+
+
+class EDESignFunction(torch.autograd.Function):
+    """sign forward; backward ``k t (1 - tanh(t x)^2)``, IR-Net's EDE (``t`` and ``k`` as floats or 0-d tensors)."""
+
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx,
+        x: torch.Tensor,
+        t: float | torch.Tensor,
+        k: float | torch.Tensor,
+    ) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.t, ctx.k = t, k
+        return binary_sign(x)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (x,) = ctx.saved_tensors
+        y = torch.tanh(x * ctx.t)
+        return grad * ctx.k * (1.0 - y * y) * ctx.t, None, None
+
+
+SIGN_FUNCTIONS: dict[str, type[torch.autograd.Function]] = {
+    "identity": IdentitySignFunction,
+    "ste": SteSignFunction,
+    "approx_sign": ApproxSignFunction,
+    "tanh": TanhSignFunction,
+    "ede": EDESignFunction,
+}
+
+
+def _apply_sign(x: torch.Tensor, spec: str) -> torch.Tensor:
+    """sign(x) with the backward of surrogate ``spec``, through the family's fused autograd.Function."""
+    family, value = _parse_surrogate_cached(spec)
+    if family == "tanh":
+        return TanhSignFunction.apply(x, PARAMETRIC_SURROGATES["tanh"][1] if value is None else value)
+    if family == "ede":
+        t = PARAMETRIC_SURROGATES["ede"][1] if value is None else value
+        return EDESignFunction.apply(x, t, max(1.0 / t, 1.0))
+    return SIGN_FUNCTIONS[family].apply(x)
+
+
+_reference_chain_depth = 0
+
+
+class reference_surrogates:  # noqa: N801 - used like a function: ``with reference_surrogates():``
+    """Run every sign quantizer through the unfused chain ``hard + (s(x) - s(x).detach())`` with ``s`` the
+    surrogate's forward function from :data:`SURROGATES`: the executable definition the fused functions are tested
+    against, and the "before" of ``benchmarks/train_throughput.py``. Process-wide while the block runs."""
+
+    def __enter__(self) -> None:
+        global _reference_chain_depth
+        _reference_chain_depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _reference_chain_depth
+        _reference_chain_depth -= 1
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_surrogate_cached(spec: str) -> tuple[str, float | None]:
+    return _parse_surrogate(spec)
+
+
 def straight_through(hard: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:
     """Value of ``hard`` exactly, gradient of ``soft``.
 
@@ -200,7 +327,10 @@ def set_training_progress(model: nn.Module, progress: float) -> None:
 class SignQuantizer(Quantizer):
     """Exact ``sign`` forward; the backward is the derivative of the named ``surrogate``.
 
-    ``surrogate`` is a plain attribute so it can be swapped at attack time (see :func:`use_surrogate`).
+    ``surrogate`` is a plain attribute so it can be swapped at attack time (see :func:`use_surrogate`). The pass
+    runs through one fused :class:`torch.autograd.Function` per surrogate family (:data:`SIGN_FUNCTIONS`); the
+    surrogate's forward function in :data:`SURROGATES` is the mathematical definition that the fused backward
+    is tested against.
     """
 
     name = "sign"
@@ -211,10 +341,11 @@ class SignQuantizer(Quantizer):
         self.surrogate = surrogate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hard = binary_sign(x)
         if not torch.is_grad_enabled() or not x.requires_grad:
-            return hard
-        return straight_through(hard, get_surrogate(self.surrogate)(x))
+            return binary_sign(x)
+        if _reference_chain_depth:
+            return straight_through(binary_sign(x), get_surrogate(self.surrogate)(x))
+        return _apply_sign(x, self.surrogate)
 
     def extra_repr(self) -> str:
         return f"surrogate={self.surrogate!r}"
@@ -251,6 +382,10 @@ class EDESign(ScheduledSign):
     The temperature grows over training as ``t = T_min * 10^(p * log10(T_max / T_min))`` with ``T_min = 0.1``,
     ``T_max = 10`` and ``p`` the fraction of training done. A freshly built quantizer stands at ``p = 1``, the state
     a trained model is deployed (and attacked) in; the training loop rewinds it to ``p = 0`` and advances it.
+
+    ``t`` lives in a (non-persistent) tensor buffer that the schedule updates in place, so the autograd graph, and
+    a compiled one, stays the same from epoch to epoch; ``surrogate`` names the same value as a spec string
+    (``"ede:0.1"``) for hashing and for :func:`use_surrogate`.
     """
 
     name = "ede_sign"
@@ -258,13 +393,29 @@ class EDESign(ScheduledSign):
 
     def __init__(self) -> None:
         super().__init__("ede")
+        self.register_buffer("temperature", torch.tensor(self.t_max), persistent=False)
+        self.register_buffer("scale", torch.tensor(1.0), persistent=False)
         self.set_progress(1.0)
 
     def set_progress(self, progress: float) -> None:
         if not 0.0 <= progress <= 1.0:
             raise ValueError(f"training progress must be in [0, 1], got {progress}")
         t = self.t_min * 10 ** (progress * math.log10(self.t_max / self.t_min))
-        self.surrogate = canonical_surrogate(f"ede:{t:.6g}")
+        self.surrogate = self._scheduled = canonical_surrogate(f"ede:{t:.6g}")
+        t = PARAMETRIC_SURROGATES["ede"][1] if self._scheduled == "ede" else float(f"{t:.6g}")
+        self.temperature.fill_(t)
+        self.scale.fill_(max(1.0 / t, 1.0))  # k, computed in double as the spec path does
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # inference, a surrogate swapped in by use_surrogate, or the reference chain (the spec names the same t)
+        if (
+            self.surrogate != self._scheduled
+            or not torch.is_grad_enabled()
+            or not x.requires_grad
+            or _reference_chain_depth
+        ):
+            return super().forward(x)
+        return EDESignFunction.apply(x, self.temperature, self.scale)
 
 
 class RSign(Quantizer):

@@ -1,0 +1,150 @@
+"""The few-epoch distillation recipe: two steps, the FP twin as teacher, clipping, BatchNorm re-estimation, export."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+from arbibench.data.cifar10 import load_cifar10
+from arbibench.models.architectures import build_model
+from arbibench.models.zoo import export_checkpoint
+from arbibench.nn import BinaryConv2d, LearnedScaleSign
+from arbibench.train import (
+    default_recipe,
+    distillation_loss,
+    kd_recipe,
+    recalibrate_batchnorm,
+    stage_method,
+    train,
+)
+
+
+def _tiny(method: str, **changes):
+    recipe = kd_recipe(method)
+    recipe.epochs, recipe.step1_epochs, recipe.batch_size, recipe.train_examples = 2, 1, 64, 192
+    recipe.bn_recalibration_batches = 2
+    for k, v in changes.items():
+        setattr(recipe, k, v)
+    return recipe
+
+
+def test_distillation_loss_is_cross_entropy_to_the_teacher_distribution():
+    torch.manual_seed(0)
+    teacher, student = torch.randn(4, 10), torch.randn(4, 10, requires_grad=True)
+    p = F.softmax(teacher, 1)
+    expected = -(p * F.log_softmax(student, 1)).sum(1).mean()
+    assert torch.allclose(distillation_loss(student, teacher), expected)
+    # its gradient is (softmax(student) - softmax(teacher)) / batch: zero where the student matches the teacher
+    (g,) = torch.autograd.grad(distillation_loss(student, teacher), student)
+    assert torch.allclose(g, (F.softmax(student, 1) - p).detach() / 4, atol=1e-7)
+    same = teacher.clone().requires_grad_(True)
+    (g0,) = torch.autograd.grad(distillation_loss(same, teacher), same)
+    assert g0.abs().max() < 1e-7
+
+
+def test_kd_recipe_fields_and_errors():
+    r = default_recipe("bireal", kind="kd")
+    assert (r.teacher, r.init_from, r.optimizer, r.weight_decay) == ("resnet20_fp", "resnet20_fp", "adam", 0.0)
+    assert 0 < r.step1_epochs < r.epochs and r.clip_latent_weights and r.bn_recalibration_batches > 0
+    assert not default_recipe("irnet", kind="kd").clip_latent_weights  # Libra-PB standardises its weights
+    assert default_recipe("reactnet", kind="kd", paper=True).step1_epochs == default_recipe(
+        "reactnet", kind="kd", paper=True
+    ).epochs // 2
+    with pytest.raises(ValueError, match="full precision"):
+        default_recipe("fp", kind="kd")
+    with pytest.raises(ValueError, match="unknown recipe"):
+        default_recipe("bnn", kind="distill")
+
+
+def test_step_one_keeps_real_weights_and_step_two_binarizes_them():
+    r = _tiny("xnor")
+    assert stage_method(r, 0).kernel_quantizer is None and stage_method(r, 0).input_quantizer == "ste_sign"
+    assert stage_method(r, 1).kernel_quantizer == "channel_scaled_sign"
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class _StopError(Exception):
+    pass
+
+
+def test_two_step_run_resumes_across_the_step_boundary_to_identical_weights(tmp_path, data_dir):
+    # xnorpp: step 2 adds learned scales that step 1 does not have, initialised from the step-1 weights
+    recipe = _tiny("xnorpp")
+    full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=200)
+
+    def stop_after_step_one(msg):
+        if msg.startswith("epoch 1:"):
+            raise _StopError
+
+    with pytest.raises(_StopError):
+        train(recipe, tmp_path / "resumed", data_dir, log=stop_after_step_one, eval_examples=200)
+    step1 = load_file(str(tmp_path / "resumed" / "model.safetensors"))
+    assert not any(k.endswith("kernel_quantizer.alpha") for k in step1)  # step 1: no binary kernels yet
+    resumed = train(recipe, tmp_path / "resumed", data_dir, log=lambda m: None, eval_examples=200)
+    assert _digest(tmp_path / "full" / "model.safetensors") == _digest(tmp_path / "resumed" / "model.safetensors")
+    assert resumed["clean_acc"] == full["clean_acc"]
+    final = load_file(str(tmp_path / "full" / "model.safetensors"))
+    assert any(k.endswith("kernel_quantizer.alpha") for k in final)
+    assert "clean_acc_before_bn_recalibration" in full
+
+
+def test_clipped_ste_kernels_stay_in_the_unit_interval(tmp_path, data_dir):
+    recipe = _tiny("bnn", lr=0.5)  # a step size that would throw unclipped weights far out
+    train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
+    state = load_file(str(tmp_path / "run" / "model.safetensors"))
+    model = build_model("resnet20", "bnn")
+    latent = [n + ".weight" for n, m in model.named_modules() if isinstance(m, BinaryConv2d)]
+    assert latent and max(state[k].abs().max().item() for k in latent) <= 1.0
+    assert max(state[k].abs().max().item() for k in ("fc.weight", "conv1.weight")) > 0  # others untouched
+    optimizer_meta = json.loads((tmp_path / "run" / "state.json").read_text())["optimizer"]
+    assert [g["weight_decay"] for g in optimizer_meta["param_groups"]] == [recipe.weight_decay, 0.0]
+
+
+def test_learned_scales_start_at_the_mean_absolute_weight():
+    from arbibench.train import _init_learned_scales
+
+    torch.manual_seed(0)
+    model = build_model("resnet20", "xnorpp")
+    _init_learned_scales(model)
+    layers = [m for m in model.modules() if isinstance(getattr(m, "kernel_quantizer", None), LearnedScaleSign)]
+    assert layers
+    for m in layers:
+        expected = m.weight.abs().mean(dim=(1, 2, 3))
+        assert torch.allclose(m.kernel_quantizer.alpha.flatten(), expected)
+
+
+def test_batchnorm_recalibration_gives_the_plain_batch_statistics(data_dir):
+    x, _, _ = load_cifar10(96, data_dir=data_dir)
+    images = (x * 255).round().to(torch.uint8)
+    torch.manual_seed(0)
+    model = build_model("resnet20", "bnn")
+    model.bn1.running_mean.fill_(5.0)  # stale statistics that the re-estimation must replace
+    momentum = model.bn1.momentum
+    recalibrate_batchnorm(model, images, batch_size=32)
+    with torch.no_grad():
+        pre = model.conv1(model.normalize(images.float() / 255))
+    assert torch.allclose(model.bn1.running_mean, pre.mean(dim=(0, 2, 3)), atol=1e-5)
+    assert model.bn1.momentum == momentum and not model.training
+
+
+def test_export_keeps_the_replaced_version_in_the_card(tmp_path, data_dir):
+    recipe = _tiny("bireal", epochs=2, train_examples=64)
+    train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    old = {"name": "resnet20_bireal", "sha256": "0" * 64, "clean_acc": 0.6258, "recipe": {"epochs": 6}}
+    (zoo / "resnet20_bireal.json").write_text(json.dumps(old))
+    card = json.loads(export_checkpoint(tmp_path / "run", "resnet20_bireal", zoo).read_text())
+    assert card["recipe"]["teacher"] == "resnet20_fp"
+    assert card["previous_versions"][-1]["clean_acc"] == 0.6258
+    assert card["previous_versions"][-1]["sha256"] == "0" * 64
+    again = json.loads(export_checkpoint(tmp_path / "run", "resnet20_bireal", zoo).read_text())
+    assert again["previous_versions"] == card["previous_versions"]  # re-exporting the same weights adds nothing
