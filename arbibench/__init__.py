@@ -10,9 +10,18 @@ The public API in RobustBench's words::
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.benchmark import benchmark
 from arbibench.evaluation.inputs import clean_accuracy
+from arbibench.evaluation.model_import import import_checkpoint
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.models.zoo import load_model
 
 __version__ = "0.1.0"
 
-__all__ = ["BenchmarkResult", "benchmark", "clean_accuracy", "load_cifar10", "load_imagenet", "load_model"]
+__all__ = [
+    "BenchmarkResult",
+    "benchmark",
+    "clean_accuracy",
+    "import_checkpoint",
+    "load_cifar10",
+    "load_imagenet",
+    "load_model",
+]

@@ -156,6 +156,59 @@ def eval_(
         console.print(f"wrote {result.save_json(json_out)}")
 
 
+@app.command("import")
+def import_(
+    checkpoint: Path = typer.Argument(..., help="The paper's checkpoint file (.pth.tar, .pth, .pt, .th, .tar)."),
+    source: str = typer.Option(
+        ..., "--from", help="Whose file it is: recu, rbnn, siman, biper, irnet, reactnet (README: supported sources)."
+    ),
+    arch: str = typer.Option(..., help="Its architecture, e.g. resnet20, resnet20_bireal (rbnn), resnet18_imagenet."),
+    name: str = typer.Option(..., help="The name to evaluate it under (must not be a zoo model's)."),
+    model_dir: Path | None = typer.Option(
+        None, help="User model folder to write into; default $ARBIBENCH_MODELS or ~/.cache/arbibench/models."
+    ),
+    trust_pickle: bool = typer.Option(
+        False,
+        "--trust-pickle",
+        help="Read the pickle file with torch.load(weights_only=True, map_location='cpu'): PyTorch's restricted "
+        "unpickler, which builds only tensors and plain containers. Without it no pickle is read.",
+    ),
+    freq: float | None = typer.Option(
+        None, help="BiPer only: the frequency omega of sign(sin(omega w)); the file does not hold it."
+    ),
+    expect_acc: float | None = typer.Option(
+        None, help="The paper's top-1 (%); a measured clean accuracy more than 2 points away is an error."
+    ),
+    n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Test images of the clean-accuracy check."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    overwrite: bool = typer.Option(False, help="Replace a model of the same name in --model-dir."),
+) -> None:
+    """Import a published BNN's own checkpoint: convert it, check its clean accuracy, write safetensors + card.
+
+    Then `arbibench eval --model NAME --model-dir DIR` (and benchmark(), protocol run, zoo list) use it like a zoo
+    model. Nothing is written when a check fails.
+    """
+    from arbibench.evaluation.model_import import import_checkpoint
+    from arbibench.models.importers import PickleRefusedError
+
+    options = {} if freq is None else {"freq": freq}
+    try:
+        card_path = import_checkpoint(
+            source, checkpoint, arch, name, model_dir, trust_pickle=trust_pickle, options=options,
+            expect_acc=expect_acc, n_examples=n_examples, data_dir=data_dir, overwrite=overwrite,
+        )
+    except (PickleRefusedError, *USER_ERRORS) as e:
+        _fail(e)
+    import json
+
+    card = json.loads(card_path.read_text())
+    console.print(
+        f"imported {card['source']} {card['official_model']} as [bold]{name}[/]: clean accuracy "
+        f"{100 * card['clean_acc']:.2f}% on the first {card['clean_acc_n_examples']} test images "
+        f"(paper: {card['paper_acc']}%); wrote {card_path} and {card['checkpoint']}"
+    )
+
+
 zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
 app.add_typer(zoo_app, name="zoo")
 
@@ -164,7 +217,8 @@ app.add_typer(zoo_app, name="zoo")
 def zoo_list(
     dataset: str | None = typer.Option(None, help="Only this dataset's models (cifar10, imagenet); default: all."),
     model_dir: Path | None = typer.Option(
-        None, help="Folder to look for checkpoints in; default: the package's checkpoint folder."
+        None, help="Folder to look for checkpoints and imported models in; default: the package's checkpoint folder "
+        "(imported models: the user model folder)."
     ),
 ) -> None:
     """List the zoo: name, dataset, method, backbone, parameters, clean accuracy and whether the checkpoint is present.
@@ -181,7 +235,7 @@ def zoo_list(
     except USER_ERRORS as e:
         _fail(e)
     table = Table(title="arbibench model zoo")
-    for col in ("name", "dataset", "method", "backbone", "params", "clean accuracy", "checkpoint present"):
+    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "checkpoint present"):
         table.add_column(col, no_wrap=col == "name")
     for row in rows:
         acc = "-" if row["clean_acc"] is None else f"{100 * row['clean_acc']:.2f}%"
@@ -189,11 +243,16 @@ def zoo_list(
             present = "yes" if row["present"] else "[red]missing[/]"
         else:
             present = "yes (user file)" if row["present"] else "not shipped"
+        if row["source"] != "arbibench":
+            present = "yes (imported)" if row["present"] else "[red]missing[/]"
         table.add_row(
-            row["name"], row["dataset"], row["method"], row["arch"], f"{row['params']:,}", acc, present
+            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, present
         )
     console.print(table)
-    console.print("clean accuracy: on the 10,000 test images, from each model card.")
+    console.print(
+        "clean accuracy: on the 10,000 test images, from each model card (imported models: on the first test "
+        "images of the import check). source: arbibench's zoo, or the paper whose checkpoint was imported."
+    )
 
 
 protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)

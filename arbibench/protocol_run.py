@@ -275,7 +275,7 @@ def run_protocol(
     from arbibench.models.zoo import get_entry, load_model
 
     for name in models:  # fail on a bad name before hours of work, not after
-        get_entry(name, protocol.dataset)
+        get_entry(name, protocol.dataset, model_dir)
     subsets = protocol_subsets(protocol, data_dir)
     results = []
     for name in models:

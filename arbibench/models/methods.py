@@ -40,6 +40,35 @@ binary convolution, real-valued down-sampling. The distributional (teacher) loss
 ``xnorpp``: Bulat & Tzimiropoulos, *XNOR-Net++*, BMVC 2019. sign activations with the clipped estimator; the weight
 and activation scales fused into one factor per output channel learned by back-propagation; a shortcut around every
 binary convolution and PReLU.
+
+The presets below are the forward passes of published checkpoints, for ``arbibench import`` (see
+``arbibench.models.importers``): each follows its paper's reference code in eval mode, with ``torch.sign`` (sign(0) =
+0, ``arbibench.nn.zero_sign``), a BatchNorm1d before the classifier where the CIFAR code has one, and the weights the
+method derives (rotations, ``sin``) baked in at import. Trained with arbibench they train the binarizer written here,
+not the paper's training-time machinery (rotation updates, periodic surrogates, tau schedules).
+
+``recu``: Xu et al., *ReCU*, ICCV 2021. sign activations; weights centred per output channel, then sign, times a
+learned scale per output channel (the standardisation and the tau clamp of ReCU do not change a sign); shortcut around
+every binary convolution, down-sampling by 2x2 average pool and zero-padded channels, hardtanh.
+
+``rbnn``: Lin et al., *Rotated Binary Neural Network*, NeurIPS 2020, its ``resnet20_1w1a``. Activations: the sign
+of each sample's input minus its mean; weights: the rotated, standardised weights (R1^T W R2 blended with W by
+|sin(theta_c)|) baked at import, sign, learned scale; shortcut around two convolutions, option A, hardtanh.
+
+``rbnn_bireal``: Lin et al., RBNN, NeurIPS 2020, its ``resnet20_bireal_1w1a``: ``rbnn`` with a shortcut around
+every binary convolution.
+
+``siman``: Lin et al., *SiMaN*, TPAMI 2022. As ``rbnn_bireal`` but the binary weights are SiMaN's stored codes
+(2B - 1, baked at import) and PReLU follows each block's batch norm; ReLU after the stem.
+
+``biper``: Vargas et al., *BiPer*, CVPR 2024. sign activations; weights sign(sin(omega W)) baked at import (omega is
+an import option: the file does not hold it), learned scale; ReCU's backbone (average-pool-and-pad down-sampling).
+
+``irnet_official``: Qin et al., IR-Net, CVPR 2020, as its CIFAR ResNet-20 code builds it: ``irnet`` with
+``torch.sign`` and a BatchNorm1d before the classifier.
+
+``reactnet_official``: Liu et al., ReActNet, ECCV 2020, its released ReAct-ResNet-18 (Bi-Real-18 layout): ``reactnet``
+with ``torch.sign`` and no activation after the stem (7x7 convolution, batch norm, max pool).
 """
 
 from __future__ import annotations
@@ -55,9 +84,13 @@ class Method:
     activation: str  # see arbibench.nn.activations.ACTIVATIONS
     paper: str
     shortcut: str = "block"  # "block": around every two convs (ResNet); "per_conv": around every conv (Bi-Real)
-    downsample: str = "option_a"  # "option_a": parameter-free; "real": avgpool + full-precision 1x1 conv + BN
+    # "option_a": strided subsample + zero-padded channels; "avgpool_pad": 2x2 average pool + zero-padded channels
+    # (ReCU, BiPer); "real": avgpool + full-precision 1x1 conv + BN
+    downsample: str = "option_a"
     bits_weights: int = 1
     bits_activations: int = 1
+    stem_activation: str | None = None  # after the stem's batch norm; None: ``activation``; "identity": none
+    classifier_bn: bool = False  # BatchNorm1d on the pooled features before the classifier (RBNN/ReCU CIFAR code)
 
     @property
     def is_binary(self) -> bool:
@@ -79,6 +112,21 @@ METHODS: dict[str, Method] = {
                shortcut="per_conv", downsample="real"),
         Method("xnorpp", "ste_sign", "learned_scale_sign", "prelu", "Bulat & Tzimiropoulos, XNOR-Net++, BMVC 2019",
                shortcut="per_conv"),
+        # forward passes of published checkpoints (arbibench import)
+        Method("recu", "zero_sign", "centred_learned_scale_sign", "hardtanh", "Xu et al., ReCU, ICCV 2021",
+               shortcut="per_conv", downsample="avgpool_pad", classifier_bn=True),
+        Method("rbnn", "centred_sign", "zero_learned_scale_sign", "hardtanh",
+               "Lin et al., Rotated Binary Neural Network, NeurIPS 2020", classifier_bn=True),
+        Method("rbnn_bireal", "centred_sign", "zero_learned_scale_sign", "hardtanh",
+               "Lin et al., Rotated Binary Neural Network, NeurIPS 2020", shortcut="per_conv", classifier_bn=True),
+        Method("siman", "centred_sign", "zero_learned_scale_sign", "prelu", "Lin et al., SiMaN, TPAMI 2022",
+               shortcut="per_conv", stem_activation="relu", classifier_bn=True),
+        Method("biper", "zero_sign", "zero_learned_scale_sign", "hardtanh", "Vargas et al., BiPer, CVPR 2024",
+               shortcut="per_conv", downsample="avgpool_pad", classifier_bn=True),
+        Method("irnet_official", "zero_ede_sign", "zero_libra_pb_sign", "hardtanh", "Qin et al., IR-Net, CVPR 2020",
+               shortcut="per_conv", classifier_bn=True),
+        Method("reactnet_official", "zero_rsign", "zero_channel_scaled_sign", "rprelu",
+               "Liu et al., ReActNet, ECCV 2020", shortcut="per_conv", downsample="real", stem_activation="identity"),
     )
 }
 

@@ -46,6 +46,17 @@ class ShortcutA(nn.Module):
         return F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, self.pad, self.pad))
 
 
+class ShortcutAvgPad(nn.Module):
+    """ReCU's and BiPer's down-sampling shortcut: 2x2 average pool, then zero-padded channels; no parameters."""
+
+    def __init__(self, out_channels: int, in_channels: int) -> None:
+        super().__init__()
+        self.pad = (out_channels - in_channels) // 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.pad(F.avg_pool2d(x, 2), (0, 0, 0, 0, self.pad, self.pad))
+
+
 def real_downsample(in_planes: int, planes: int, stride: int) -> nn.Sequential:
     """Bi-Real's real-valued down-sampling shortcut: average pool, full-precision 1x1 conv, batch norm."""
     pool: nn.Module = nn.AvgPool2d(stride) if stride > 1 else nn.Identity()
@@ -57,6 +68,12 @@ def downsample_shortcut(in_planes: int, planes: int, stride: int, method: Method
         return nn.Identity()
     if method.downsample == "real":
         return real_downsample(in_planes, planes, stride)
+    if method.downsample == "avgpool_pad":
+        if stride != 2:
+            raise ValueError(f"downsample 'avgpool_pad' pools by 2; a stride-{stride} block cannot use it")
+        return ShortcutAvgPad(planes, in_planes)
+    if method.downsample != "option_a":
+        raise ValueError(f"unknown downsample {method.downsample!r}; known: option_a, avgpool_pad, real")
     return ShortcutA(planes, in_planes, stride)
 
 
@@ -87,7 +104,9 @@ class ResNet(nn.Module):
     """A ResNet of basic blocks, parametrised by a method preset.
 
     ``stem="cifar"`` is one 3x3 convolution (CIFAR ResNets); ``stem="imagenet"`` is the 7x7 stride-2 convolution
-    and 3x3 max pool of ImageNet ResNets. The stem and the classifier always stay full precision.
+    and 3x3 max pool of ImageNet ResNets. The stem and the classifier always stay full precision. The preset's
+    ``stem_activation`` follows the stem's batch norm and ``classifier_bn`` adds a BatchNorm1d before the classifier
+    (as the RBNN / ReCU / IR-Net CIFAR code has); the defaults leave both as in the other presets.
     """
 
     def __init__(
@@ -113,7 +132,7 @@ class ResNet(nn.Module):
         else:
             raise ValueError(f"unknown stem {stem!r}; use 'cifar' or 'imagenet'")
         self.bn1 = nn.BatchNorm2d(widths[0])
-        self.act1 = build_activation(method.activation, widths[0])
+        self.act1 = build_activation(method.stem_activation or method.activation, widths[0])
         layers: list[nn.Module] = []
         in_planes = widths[0]
         for stage, (planes, n) in enumerate(zip(widths, num_blocks, strict=True)):
@@ -122,6 +141,7 @@ class ResNet(nn.Module):
                 layers.append(BasicBlock(in_planes, planes, stride, method))
                 in_planes = planes
         self.layers = nn.Sequential(*layers)
+        self.classifier_bn = nn.BatchNorm1d(in_planes) if method.classifier_bn else None
         self.fc = nn.Linear(in_planes, num_classes)  # classifier stays full precision
         for m in self.modules():
             if isinstance(m, (nn.Conv2d, nn.Linear)):
@@ -131,6 +151,8 @@ class ResNet(nn.Module):
         out = self.pool(self.act1(self.bn1(self.conv1(self.normalize(x)))))
         out = self.layers(out)
         out = F.adaptive_avg_pool2d(out, 1).flatten(1)
+        if self.classifier_bn is not None:
+            out = self.classifier_bn(out)
         return self.fc(out)
 
 

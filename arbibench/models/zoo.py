@@ -7,6 +7,11 @@ names and shapes must be the architecture's, and a checkpoint whose sha256 diffe
 An entry with ``sha256=None`` is *not shipped*: arbibench registers the architecture and method (the ImageNet
 ResNet-18s, too large to train on a CPU and to ship), and :func:`load_model` reads the user's own
 ``<name>.safetensors`` from ``model_dir`` with the same structural checks.
+
+A *user model folder* (``model_dir``, default ``$ARBIBENCH_MODELS`` or ``~/.cache/arbibench/models``) also holds
+models imported from the papers' own checkpoints (``arbibench import``): ``<name>.safetensors`` plus the card
+``<name>.json`` naming its source, backbone, method, dataset and sha256. Such a name loads like a zoo name, its
+sha256 taken from the card and checked.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class ZooEntry:
     method: str
     dataset: str
     sha256: str | None  # of the safetensors file; None: not shipped, the user supplies the file
+    source: str | None = None  # the importer of a model imported into a user folder; None: a zoo entry
 
     @property
     def filename(self) -> str:
@@ -50,7 +56,7 @@ class ZooEntry:
     @property
     def shipped(self) -> bool:
         """Whether arbibench ships (and so pins the sha256 of) this checkpoint."""
-        return self.sha256 is not None
+        return self.sha256 is not None and self.source is None
 
 
 # sha256 of every shipped CIFAR-10 ResNet-20 checkpoint, by method. A retrained file gets its new hash here (the
@@ -92,16 +98,51 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def user_model_dir() -> Path:
+    """The default user model folder: ``$ARBIBENCH_MODELS``, else ``~/.cache/arbibench/models``."""
+    env = os.environ.get("ARBIBENCH_MODELS")
+    return Path(env) if env else Path.home() / ".cache" / "arbibench" / "models"
+
+
+def imported_entry(name: str, model_dir: str | os.PathLike | None = None) -> ZooEntry | None:
+    """The entry of a model imported into ``model_dir`` (default: the user model folder), from its card; or None."""
+    card_path = Path(model_dir or user_model_dir()) / f"{name}.json"
+    if not card_path.is_file():
+        return None
+    try:
+        card = json.loads(card_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"model card {card_path} is not valid JSON ({e}); re-import the model") from e
+    if not isinstance(card, dict) or "source" not in card:
+        return None
+    missing = [k for k in ("architecture", "method", "dataset", "sha256") if k not in card]
+    if missing:
+        raise ValueError(f"model card {card_path} lacks {', '.join(missing)}; re-import the model")
+    return ZooEntry(name, card["architecture"], card["method"], card["dataset"], card["sha256"], source=card["source"])
+
+
+def imported_entries(model_dir: str | os.PathLike | None = None) -> list[ZooEntry]:
+    """Every model imported into ``model_dir`` (default: the user model folder), by name."""
+    folder = Path(model_dir or user_model_dir())
+    if not folder.is_dir():
+        return []
+    found = (imported_entry(p.stem, folder) for p in sorted(folder.glob("*.json")))
+    return [e for e in found if e is not None and e.name not in ZOO]
+
+
 def zoo_datasets() -> list[str]:
     """The datasets the zoo has models for."""
     return sorted({e.dataset for e in ZOO.values()})
 
 
-def get_entry(name: str, dataset: str = "cifar10") -> ZooEntry:
-    """The entry ``name`` of ``dataset``, or one ValueError listing the models known for that dataset."""
-    entry = ZOO.get(name)
+def get_entry(name: str, dataset: str = "cifar10", model_dir: str | os.PathLike | None = None) -> ZooEntry:
+    """The entry ``name`` of ``dataset`` (a zoo name, or a model imported into ``model_dir``), or one ValueError
+    listing the models known for that dataset."""
+    entry = ZOO.get(name) or imported_entry(name, model_dir)
     if entry is None or entry.dataset != dataset:
-        known = ", ".join(sorted(n for n, e in ZOO.items() if e.dataset == dataset))
+        names = [n for n, e in ZOO.items() if e.dataset == dataset]
+        names += [e.name for e in imported_entries(model_dir) if e.dataset == dataset]
+        known = ", ".join(sorted(names))
         if not known:
             known = f"none (datasets with models: {', '.join(zoo_datasets())})"
         hint = f" (it is a model of {entry.dataset!r}: pass dataset={entry.dataset!r})" if entry is not None else ""
@@ -135,13 +176,23 @@ def _missing_checkpoint_message(entry: ZooEntry, path: Path) -> str:
     return f"checkpoint {path} for {entry.name!r} is missing; {how}"
 
 
+def entry_folder(entry: ZooEntry, model_dir: str | os.PathLike | None = None) -> Path:
+    """Where ``entry``'s checkpoint is looked up: ``model_dir``, else the user folder (imported) or the package's."""
+    return Path(model_dir or (user_model_dir() if entry.source else CHECKPOINT_DIR))
+
+
 def verified_checkpoint(entry: ZooEntry, model_dir: str | os.PathLike | None = None) -> Path:
     """Path of ``entry``'s checkpoint after checking it exists and, when the entry pins one, its sha256."""
-    path = Path(model_dir or CHECKPOINT_DIR) / entry.filename
+    path = entry_folder(entry, model_dir) / entry.filename
     if not path.is_file():
         raise FileNotFoundError(_missing_checkpoint_message(entry, path))
     if entry.sha256 is not None:
         got = sha256_file(path)
+        if got != entry.sha256 and entry.source is not None:
+            raise ChecksumError(
+                f"checkpoint {path} has sha256 {got} but its model card {entry.name}.json records {entry.sha256}: "
+                f"the file is corrupt or was replaced. Import it again (arbibench import --from {entry.source} ...)."
+            )
         if got != entry.sha256:
             raise ChecksumError(
                 f"checkpoint {path} has sha256 {got} but the zoo registry expects {entry.sha256}: the file is "
@@ -201,7 +252,7 @@ def load_model(
     it must exist, match the entry's sha256 when the entry pins one, be safetensors and hold exactly the tensor
     names and shapes of the entry's architecture and method.
     """
-    entry = get_entry(model_name, dataset)
+    entry = get_entry(model_name, dataset, model_dir)
     path = verified_checkpoint(entry, model_dir)
     model = build_model(entry.arch, entry.method)
     model.load_state_dict(read_checkpoint(path, model, f"{entry.arch} / {entry.method} ({entry.name!r})"))
@@ -217,13 +268,14 @@ def parameter_count(arch: str, method: str) -> int:
 def zoo_rows(model_dir: str | os.PathLike | None = None, dataset: str | None = None) -> list[dict]:
     """One row per zoo entry (of ``dataset``, default all), with its card's clean accuracy when the card exists.
 
-    ``shipped`` says whether arbibench ships the checkpoint; ``present`` whether the file is in ``model_dir``.
+    ``shipped`` says whether arbibench ships the checkpoint; ``present`` whether the file is in ``model_dir``;
+    ``source`` is the importer of a model imported into ``model_dir`` (default: the user folder), else "arbibench".
     """
     if dataset is not None and dataset not in zoo_datasets():
         raise ValueError(f"unknown dataset {dataset!r}; datasets with models: {', '.join(zoo_datasets())}")
-    folder = Path(model_dir or CHECKPOINT_DIR)
     rows = []
-    for entry in ZOO.values():
+    for entry in [*ZOO.values(), *imported_entries(model_dir)]:
+        folder = entry_folder(entry, model_dir)
         if dataset is not None and entry.dataset != dataset:
             continue
         card_path = folder / f"{entry.name}.json"
@@ -238,6 +290,7 @@ def zoo_rows(model_dir: str | os.PathLike | None = None, dataset: str | None = N
                 "clean_acc": card.get("clean_acc"),
                 "shipped": entry.shipped,
                 "present": (folder / entry.filename).is_file(),
+                "source": entry.source or "arbibench",
             }
         )
     return rows

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import arbibench.nn.scalings  # noqa: F401 - registers the weight binarizers' aliases
+import arbibench.nn.zero_sign  # noqa: F401 - registers the torch.sign-convention quantizers of imported models
 from arbibench.nn.quantizers import Quantizer, get_quantizer
 
 

@@ -1,0 +1,131 @@
+"""``import_checkpoint``: a paper's own checkpoint into a user model folder, checked, with a card that says how.
+
+The file is read with the restricted unpickler (only with ``trust_pickle=True``), converted by its source's importer
+(:mod:`arbibench.models.importers`), and its clean accuracy on the first test images is measured and compared with the
+paper's figure when the user gives one. Only when every check passes are ``<name>.safetensors`` and ``<name>.json``
+written, each to a temporary file first and then renamed into place, so a failed import leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from arbibench.evaluation.benchmark import load_dataset
+from arbibench.evaluation.inputs import clean_accuracy
+from arbibench.models.importers import build_converted_model, get_source, read_torch_checkpoint
+from arbibench.models.methods import get_method
+from arbibench.models.zoo import ZOO, sha256_file, user_model_dir
+
+ACCURACY_TOLERANCE = 2.0  # percentage points between the measured and the paper's clean accuracy
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _check_name(name: str, folder: Path, overwrite: bool) -> None:
+    if not _NAME.fullmatch(name) or name.endswith((".json", ".safetensors")):
+        raise ValueError(f"model name {name!r}: use letters, digits, '_', '-' and '.', starting with a letter or digit")
+    if name in ZOO:
+        raise ValueError(f"model name {name!r} is a zoo model's name; choose another --name (e.g. {name}_official)")
+    existing = [p.name for p in (folder / f"{name}.safetensors", folder / f"{name}.json") if p.exists()]
+    if existing and not overwrite:
+        raise ValueError(f"{folder} already holds {', '.join(existing)}; choose another --name or pass --overwrite")
+
+
+def _write_atomic(folder: Path, name: str, model: torch.nn.Module, card: dict) -> Path:
+    """Write ``<name>.safetensors`` and ``<name>.json`` via temporary files, weights first, card last."""
+    folder.mkdir(parents=True, exist_ok=True)
+    weights, card_path = folder / f"{name}.safetensors", folder / f"{name}.json"
+    tmp_weights = weights.with_name(weights.name + ".tmp")
+    tmp_card = card_path.with_name(card_path.name + ".tmp")
+    try:
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_weights))
+        card["checkpoint"], card["sha256"] = weights.name, sha256_file(tmp_weights)
+        tmp_card.write_text(json.dumps(card, indent=2) + "\n")
+        os.replace(tmp_weights, weights)
+        os.replace(tmp_card, card_path)
+    finally:
+        for tmp in (tmp_weights, tmp_card):
+            tmp.unlink(missing_ok=True)
+    return card_path
+
+
+def import_checkpoint(
+    source: str,
+    checkpoint: str | os.PathLike,
+    arch: str,
+    name: str,
+    model_dir: str | os.PathLike | None = None,
+    *,
+    trust_pickle: bool = False,
+    options: dict[str, float] | None = None,
+    expect_acc: float | None = None,
+    n_examples: int = 1000,
+    data_dir: str | os.PathLike | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Import a paper's checkpoint as ``name`` into ``model_dir``; returns the card's path.
+
+    ``source`` is one of :data:`arbibench.models.importers.SOURCES` and ``arch`` one of its published models.
+    ``trust_pickle=True`` is required: the official files are pickles (read with ``weights_only=True``).
+    ``options`` holds the method's hyper-parameters the file does not store (BiPer: ``{"freq": 20}``).
+    The clean accuracy on the first ``n_examples`` test images goes into the card; with ``expect_acc`` (the paper's
+    top-1, in %) a gap over 2 points is an error. Nothing is written unless every check passes.
+    """
+    src = get_source(source)
+    published = src.model(arch)
+    folder = Path(model_dir or user_model_dir())
+    _check_name(name, folder, overwrite)
+    options = dict(options or {})
+    missing = [o for o in src.options if o not in options]
+    unknown = [o for o in options if o not in src.options]
+    if missing:
+        raise ValueError(f"source {source!r} needs {', '.join('--' + o for o in missing)}: {src.option_help}")
+    if unknown:
+        raise ValueError(f"source {source!r} takes no option {', '.join(unknown)}")
+    if n_examples < 1:
+        raise ValueError(f"n_examples must be >= 1 (the clean-accuracy check), got {n_examples}")
+    path = Path(checkpoint)
+    state = read_torch_checkpoint(path, trust_pickle=trust_pickle)
+    model, conversion = build_converted_model(src, published, state, options)
+    x, y, _ = load_dataset(src.dataset, n_examples, data_dir, None)
+    acc = clean_accuracy(model, x, y)
+    if expect_acc is not None and abs(100 * acc - expect_acc) > ACCURACY_TOLERANCE:
+        raise ValueError(
+            f"{path.name} imported as {source} {arch} classifies {100 * acc:.2f}% of the first {len(y)} test images "
+            f"correctly, {abs(100 * acc - expect_acc):.2f} points from the expected {expect_acc:g}%: the conversion "
+            f"or the file is wrong (another architecture or training stage, a different --arch"
+            f"{', another ' + ', '.join('--' + o for o in src.options) if src.options else ''}, or a damaged file). "
+            "Nothing was written."
+        )
+    method = get_method(published.method)
+    card = {
+        "name": name,
+        "source": src.name,
+        "paper": src.paper,
+        "repository": src.repository,
+        "official_model": published.official_name,
+        "paper_acc": published.paper_acc,
+        "source_file": path.name,
+        "source_sha256": sha256_file(path),
+        "dataset": src.dataset,
+        "architecture": published.arch,
+        "method": published.method,
+        "method_paper": method.paper,
+        "bits_weights": method.bits_weights,
+        "bits_activations": method.bits_activations,
+        "params": sum(p.numel() for p in model.parameters()),
+        "normalization": {"mean": list(src.mean), "std": list(src.std)},
+        "options": options,
+        "sign_convention": src.sign_convention,
+        "keys": conversion.keys,
+        "clean_acc": acc,
+        "clean_acc_n_examples": len(y),
+        "expected_acc": expect_acc,
+        "imported_with": f"arbibench, torch {torch.__version__}",
+    }
+    return _write_atomic(folder, name, model, card)
