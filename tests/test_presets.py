@@ -12,7 +12,7 @@ from torch import nn
 import arbibench.models.methods as methods_module
 from arbibench.models.architectures import ARCHITECTURES, build_model
 from arbibench.models.methods import METHODS
-from arbibench.models.resnet import BasicBlock, ResNet, ShortcutA, resnet20
+from arbibench.models.resnet import BasicBlock, ResNet, ShortcutA, ShortcutAvgPad, resnet20
 from arbibench.models.vgg import VGGSmall
 from arbibench.nn import QUANTIZERS, BinaryConv2d, BinaryLinear, RPReLU, binary_sign, count_binary_layers
 
@@ -30,7 +30,9 @@ ACTIVATION_TYPE = {
 
 def test_backbones_and_presets_are_the_ones_tested():
     assert set(ARCHITECTURES) == set(INPUT_SIZE)
-    assert set(METHODS) == {"fp", "bnn", "xnor", "dorefa", "bireal", "irnet", "reactnet", "xnorpp"}
+    assert set(METHODS) == {"fp", "bnn", "xnor", "dorefa", "bireal", "irnet", "reactnet", "xnorpp",
+                            # forward passes of published checkpoints (arbibench import)
+                            "recu", "rbnn", "rbnn_bireal", "siman", "biper", "irnet_official", "reactnet_official"}
 
 
 def first_conv(model: nn.Module) -> nn.Module:
@@ -76,12 +78,19 @@ def test_preset_builds_trains_and_keeps_the_right_layers_full_precision(method, 
                 convs = [m for m in sc.modules() if isinstance(m, nn.Conv2d)]
                 assert len(convs) == 1 and type(convs[0]) is nn.Conv2d and convs[0].kernel_size == (1, 1)
                 assert any(isinstance(m, nn.BatchNorm2d) for m in sc.modules())
+            elif preset.downsample == "avgpool_pad":  # ReCU / BiPer: 2x2 average pool, zero-padded channels
+                assert isinstance(sc, ShortcutAvgPad) and not list(sc.parameters())
             else:  # He et al.'s option A: no parameters at all
                 assert isinstance(sc, ShortcutA) and not list(sc.parameters())
+    if isinstance(model, ResNet):  # the backbone options of the imported presets
+        assert (model.classifier_bn is not None) == preset.classifier_bn
+        stem_act = preset.stem_activation or preset.activation
+        assert type(model.act1) is ACTIVATION_TYPE[stem_act]
 
 
 def test_real_downsampling_is_exactly_bireal_and_reactnet():
-    assert sorted(m for m, p in METHODS.items() if p.downsample == "real") == ["bireal", "reactnet"]
+    real = sorted(m for m, p in METHODS.items() if p.downsample == "real")
+    assert real == ["bireal", "reactnet", "reactnet_official"]
 
 
 # -- one block composed by hand ------------------------------------------------------------------------------------

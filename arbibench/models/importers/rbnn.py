@@ -50,7 +50,10 @@ def convert(state: dict[str, torch.Tensor], published: PublishedModel, options: 
         absent = [p for p in (*ROTATION_PARTS, "weight") if p not in found]
         if absent:  # a binary convolution without its rotation: not an RBNN file
             have = found[next(iter(found))][0]
-            raise ValueError(f"{have.rsplit('.', 1)[0]} has no {', '.join(absent)}: this is not an RBNN state dict")
+            raise ValueError(
+                f"{have.rsplit('.', 1)[0]} has no {', '.join(absent)}: this is not an RBNN state dict (is it another "
+                "method's? pass the matching --from)"
+            )
         w_key, w = found["weight"]
         baked = rotated_weight(w, found["R1"][1], found["R2"][1], found["rotate"][1])
         out.map(w_key, f"{prefix}.weight", baked, "rotated and standardised weight, baked in float64")
