@@ -114,8 +114,17 @@ def eval_(
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     checks: bool = typer.Option(True, help="Run the gradient-masking checks after the attacks and show their flags."),
-    model_dir: Path | None = typer.Option(None, help="Checkpoint folder (ImageNet weights you bring)."),
+    model_dir: Path | None = typer.Option(
+        None, help="Checkpoint folder: ImageNet weights you bring, or the folder `arbibench import` wrote into."
+    ),
     model_info: Path | None = typer.Option(None, help="Also write the model card under this folder."),
+    eps_star: str = typer.Option(
+        "",
+        help="Comma-separated attacks for the smallest adversarial perturbation per image (eps*), e.g. apgd_ce,fab: "
+        "median eps* with its 95% interval and the robust-accuracy-vs-eps curve (in --json and the card).",
+    ),
+    eps_star_max: str | None = typer.Option(None, help="Largest eps the eps* search tries; default 2 x --eps."),
+    eps_star_rounds: int = typer.Option(6, help="Bisection rounds of the eps* search (resolution eps_max / 2^rounds)."),
 ) -> None:
     """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.
 
@@ -144,6 +153,9 @@ def eval_(
             model_dir=model_dir,
             to_disk=model_info is not None,
             model_info=model_info or "model_info",
+            eps_star=[a.strip() for a in eps_star.split(",") if a.strip()],
+            eps_star_max=None if eps_star_max is None else parse_eps(eps_star_max),
+            eps_star_rounds=eps_star_rounds,
         )
     except USER_ERRORS as e:
         _fail(e)
@@ -297,7 +309,9 @@ def protocol_run(
     quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
     model_info: Path = typer.Option(Path("model_info"), help="Where the model cards are written."),
-    model_dir: Path | None = typer.Option(None, help="Checkpoint folder (ImageNet weights you bring)."),
+    model_dir: Path | None = typer.Option(
+        None, help="Checkpoint folder: ImageNet weights you bring, or the folder `arbibench import` wrote into."
+    ),
     sweep: bool = typer.Option(True, help="Also run the preset's eps sweep (robust accuracy vs eps curves)."),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),

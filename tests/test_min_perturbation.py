@@ -93,3 +93,27 @@ def test_bad_search_settings(trained_fp, data_dir, tmp_path):
             minimal_perturbation(trained_fp, x, y, idx, attacks=("fgsm",), search_rounds=0, store=db)
         with pytest.raises(ValueError, match="at least one attack"):
             minimal_perturbation(trained_fp, x, y, idx, attacks=(), store=db)
+
+
+def test_eval_cli_writes_eps_star_to_json_and_card(data_dir, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        app,
+        ["eval", "--model", "resnet20_fp", "--attacks", "fgsm", "-n", "16", "--batch-size", "8",
+         "--eps-star", "fgsm", "--eps-star-rounds", "3", "--store", str(tmp_path / "s.db"), "--json", str(out),
+         "--model-info", str(tmp_path / "info"), "--data-dir", str(data_dir), "--no-checks"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "median eps*" in result.output
+    summary = json.loads(out.read_text())["eps_star"]
+    assert summary["attacks"] == ["fgsm"] and summary["eps_max"] == pytest.approx(16 / 255)
+    assert len(summary["per_sample"]["eps_star"]) == 16
+    card = json.loads((tmp_path / "info" / "cifar10" / "Linf" / "resnet20_fp.json").read_text())
+    assert card["median_eps_star"] == summary["median_eps_star"]
+    assert card["eps_star"]["curve"][0]["robust_acc"] == card["clean_acc"]  # eps 0: the clean accuracy

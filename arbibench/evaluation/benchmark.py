@@ -12,6 +12,7 @@ from torch import nn
 
 from arbibench.attacks import Attack, get_attack, get_threat_model
 from arbibench.evaluation.metrics import compute_report
+from arbibench.evaluation.min_perturbation import minimal_perturbation
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
@@ -61,6 +62,9 @@ def benchmark(
     to_disk: bool = False,
     model_info: str | os.PathLike = "model_info",
     model_dir: str | os.PathLike | None = None,
+    eps_star: Sequence[str | Attack] = (),
+    eps_star_max: float | None = None,
+    eps_star_rounds: int = 6,
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
 
@@ -72,6 +76,9 @@ def benchmark(
     ``model_dir`` is where a zoo name's checkpoint is looked up (ImageNet weights you bring; default: the
     package's checkpoints). ``to_disk=True`` writes the model card
     ``<model_info>/<dataset>/<threat_model>/<model_name>.json``.
+    ``eps_star`` names the attacks whose smallest adversarial perturbation per image (eps*, searched up to
+    ``eps_star_max``, default 2 * eps) goes into ``result.min_perturbation``: median eps* with its interval and the
+    robust-accuracy-vs-eps curve, which still separate models that all reach 0% at ``eps``.
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
@@ -105,6 +112,14 @@ def benchmark(
             progress=progress,
             console=console,
         )
+        min_perturbation = None
+        if eps_star:
+            min_perturbation = minimal_perturbation(
+                model, x, y, indices, attacks=eps_star, threat_model=threat.norm,
+                eps_max=2 * threat.eps if eps_star_max is None else eps_star_max, search_rounds=eps_star_rounds,
+                store=db, dataset=dataset, model_name=name, seed=seed, batch_size=batch_size, device=device,
+                progress=progress, console=console,
+            )
     finally:
         if own_store:
             db.close()
@@ -123,6 +138,7 @@ def benchmark(
         flags=flags,
         seed=seed,
         attack_configs={a.name: a.config_dict() for a in attack_objs},
+        min_perturbation=min_perturbation,
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
             for a in attack_objs

@@ -196,6 +196,27 @@ def write_protocol_card(
     return write_json_atomic(card, path)
 
 
+def eps_star_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
+    """Card fields of the minimal-perturbation summary (``MinimalPerturbation.to_dict``); empty when not computed.
+
+    eps* values stay in input units (like ``eps``); the curve's robust accuracy is in percent like every accuracy.
+    """
+    if summary is None:
+        return {}
+    return {
+        "median_eps_star": summary["median_eps_star"],
+        "median_eps_star_ci95": summary["median_eps_star_ci95"],
+        "eps_star": {
+            "attacks": summary["attacks"],
+            "eps_max": summary["eps_max"],
+            "search_rounds": summary["search_rounds"],
+            "n_examples": summary["n_examples"],
+            "not_fooled_up_to_eps_max": _pct(summary["not_fooled_up_to_eps_max"]),
+            "curve": [{"eps": row["eps"], "robust_acc": _pct(row["robust_acc"])} for row in summary["curve"]],
+        },
+    }
+
+
 def benchmark_card(result: Any) -> dict[str, Any]:
     """The card of a :class:`~arbibench.evaluation.result.BenchmarkResult` (``benchmark(..., to_disk=True)``).
 
@@ -266,5 +287,6 @@ def benchmark_card(result: Any) -> dict[str, Any]:
         "data_indices_hash": {"all": hash_indices(result.indices)},
         "n_examples": {"all": int(len(result.indices))},
         "sweep": [],
+        **eps_star_fields(d.get("eps_star")),
     }
 

@@ -12,6 +12,7 @@ import numpy as np
 from rich.table import Table
 
 from arbibench.evaluation.metrics import RobustnessReport
+from arbibench.evaluation.min_perturbation import MinimalPerturbation
 from arbibench.evaluation.store import Outcomes
 
 
@@ -21,6 +22,13 @@ def format_eps(eps: float) -> str:
     if frac.denominator == 255 and abs(float(frac) - eps) < 1e-12:
         return f"{frac.numerator}/255"
     return f"{eps:g}"
+
+
+def _eps_text(value: float) -> str:
+    """eps* in units of 1/255 (how Linf budgets are read); ``> max`` for an image no attack fooled."""
+    if value != value:
+        return "-"
+    return "not fooled" if value == float("inf") else f"{value * 255:.2f}/255"
 
 
 def query_summary(out: Outcomes) -> dict:
@@ -54,6 +62,7 @@ class BenchmarkResult:
     seed: int = 0
     attack_configs: dict[str, dict] = field(default_factory=dict)  # what each attack ran with (as hashed by the store)
     notes: list[str] = field(default_factory=list)  # e.g. ensemble components that were not available
+    min_perturbation: MinimalPerturbation | None = None  # eps* per image, when benchmark() was asked for it
 
     @property
     def clean_acc(self) -> float:
@@ -90,6 +99,7 @@ class BenchmarkResult:
             **report,
             "flags": self.flags,
             "notes": self.notes,
+            "eps_star": None if self.min_perturbation is None else self.min_perturbation.to_dict(),
         }
 
     def save_json(self, path: str | os.PathLike) -> Path:
@@ -144,4 +154,12 @@ class BenchmarkResult:
         t.add_section()
         t.add_row(f"RS (sum over {n} attacks, max {n})", "", "", f"{r.rs:.4f}", *q("rs"), "")
         t.add_row("RS_mean (RS / attacks)", "", "", f"{r.rs_mean:.4f}", *q("rs"), "")
+        mp = self.min_perturbation
+        if mp is not None:
+            lo, hi = mp.median_interval()
+            t.add_section()
+            t.add_row(
+                f"median eps* ({', '.join(mp.attacks)})", _eps_text(mp.median), f"[{_eps_text(lo)}, {_eps_text(hi)}]",
+                "", *q("eps"), "",
+            )
         return t
