@@ -33,6 +33,12 @@ def _no_real_download(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cifar10_module, "CIFAR10_URL", "http://127.0.0.1:9/cifar-10-binary.tar.gz")
 
 
+@pytest.fixture(autouse=True)
+def _no_user_model_folder(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Models the developer imported into ~/.cache/arbibench/models must not change what a test sees."""
+    monkeypatch.setenv("ARBIBENCH_MODELS", str(tmp_path_factory.getbasetemp() / "no_user_models"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_thread() -> Iterator[None]:
     """Test batches are tiny: one intra-op thread is as fast, and far faster when other jobs share the CPU."""

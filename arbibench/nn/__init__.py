@@ -27,6 +27,16 @@ from arbibench.nn.quantizers import (
     use_surrogate,
 )
 from arbibench.nn.scalings import ChannelScaledSign, LayerScaledSign, LearnedScaleSign, LibraPBSign
+from arbibench.nn.zero_sign import (
+    CentredLearnedScaleSign,
+    CentredSign,
+    ZeroChannelScaledSign,
+    ZeroEDESign,
+    ZeroLearnedScaleSign,
+    ZeroLibraPBSign,
+    ZeroRSign,
+    ZeroSign,
+)
 
 __all__ = [
     "ACTIVATIONS",
@@ -36,6 +46,8 @@ __all__ = [
     "SURROGATES",
     "ApproxSign",
     "BinaryConv2d",
+    "CentredLearnedScaleSign",
+    "CentredSign",
     "BinaryLinear",
     "ChannelScaledSign",
     "EDESign",
@@ -60,4 +72,10 @@ __all__ = [
     "straight_through",
     "tanh_surrogate",
     "use_surrogate",
+    "ZeroChannelScaledSign",
+    "ZeroEDESign",
+    "ZeroLearnedScaleSign",
+    "ZeroLibraPBSign",
+    "ZeroRSign",
+    "ZeroSign",
 ]
