@@ -69,6 +69,7 @@ def _card(name: str, method: str, authors: str, venue: str, clean: float, wb: fl
         "number_forward_passes": 1, "dataset": "cifar10", "venue": venue, "architecture": "resnet20",
         "eps": eps, "eps_text": eps_text, "threat_model": threat, "clean_acc": clean, "reported": None,
         "autoattack_acc": min(a["acc_star"] for a in attacks.values()), "unreliable": False, "footnote": None,
+        "median_eps_star": round((0.5 + 30 * wb) / 255, 6),
         "method": method, "method_paper": f"{authors}, {venue}", "bits_weights": 32 if method == "fp" else 1,
         "bits_activations": 32 if method == "fp" else 1, "protocol": "cifar10", "quick": True,
         "attacks": attacks, "rs": rs, "rs_mean": rs_mean,
@@ -212,9 +213,23 @@ def test_rows_sorted_by_rs_with_ranks(built: Path) -> None:
     assert sorted(names) == sorted(cards)
     rs = [cards[n].rs["all"] for n in names]
     assert rs == sorted(rs, reverse=True)
-    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
-    rs_col = [float(r[-4]) for r in rows]  # RS, worst case, AutoAttack, flags are the last columns
+    assert [int(r[0].split()[0]) for r in rows] == list(range(1, len(rows) + 1))
+    rs_col = [float(r[-5]) for r in rows]  # RS, AutoAttack, median eps*, worst case, flags are the last columns
     assert rs_col == sorted(rs_col, reverse=True)
+
+
+def test_board_shows_eps_star_and_marks_masked_models_in_the_ranking(built: Path) -> None:
+    html_text = (built / "index.html").read_text()
+    parsed = _parse(html_text)
+    rows = parsed.tables["board-cifar10_Linf"]
+    names = parsed.names["board-cifar10_Linf"]
+    cards = {c.name: c for c in load_cards(built.parent / "model_info") if c.threat_model == "Linf"}
+    for row, name in zip(rows, names, strict=True):
+        card = cards[name]
+        assert row[-3] == f"{card.median_eps_star * 255:.2f}/255"  # median eps* column, in 1/255
+        assert row[-4] == f"{card.autoattack_acc:.2f}" or row[-4].startswith(f"{card.autoattack_acc:.1f}")
+        assert ("\u26a0" in row[0]) == bool(card.flags), name  # the masking mark sits in the rank cell
+    assert 'data-col="eps-star"' in html_text and 'data-col="aa"' in html_text
 
 
 def test_tied_rs_share_a_rank() -> None:

@@ -73,6 +73,7 @@ class ModelCard:
     eps_text: str | None = None
     reported: float | None = None
     autoattack_acc: float | None = None
+    median_eps_star: float | None = None  # median smallest adversarial perturbation (input units, like eps)
     unreliable: bool = False
     footnote: str | None = None
     additional_data: bool = False
@@ -272,6 +273,7 @@ def parse_card(path: Path, data: Any) -> ModelCard:
         eps_text=f.string("eps_text"),
         reported=f.percent("reported"),
         autoattack_acc=f.percent("autoattack_acc"),
+        median_eps_star=f.number("median_eps_star", lo=0.0),
         unreliable=f.boolean("unreliable"),
         footnote=f.string("footnote"),
         additional_data=f.boolean("additional_data"),

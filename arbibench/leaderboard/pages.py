@@ -107,9 +107,25 @@ def _num_cell(value: float | None, text: str, bar: float | None = None) -> str:
     return f"<td class=\"{cls}\" data-value=\"{data}\"{style}>{text}</td>"
 
 
-def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_rs: float) -> str:
+def eps_star_text(value: float | None) -> str:
+    """A median eps* as Linf budgets are read (in 1/255), or a dash when the card has none."""
+    return NONE if value is None else f"{value * 255:.2f}/255"
+
+
+def masking_mark(card: ModelCard) -> str:
+    """A mark beside the rank of a model the gradient-masking checks flagged: its rank may reflect masking."""
+    if not card.flags:
+        return ""
+    names = ", ".join(card.flags)
+    return (f" <span class=\"masking\" title=\"Gradient-masking checks raised {esc(names)}: this rank may reflect "
+            f"masked gradients rather than robustness.\" aria-label=\"flagged: {esc(names)}\">\u26a0</span>")
+
+
+def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_rs: float,
+         show_eps_star: bool = False) -> str:
     card = ranked.card
     medal = f"<span class=\"medal m{ranked.rank}\">{ranked.rank}</span>" if ranked.rank <= 3 else str(ranked.rank)
+    medal += masking_mark(card)
     who = ", ".join(esc(x) for x in (card.authors, card.venue) if x)
     bits = (f"W{card.bits_weights}/A{card.bits_activations}" if card.bits_weights and card.bits_activations else "")
     search = " ".join(x for x in (card.name, card.method, card.architecture, card.authors, card.venue) if x)
@@ -128,9 +144,11 @@ def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_r
         cells.append(_num_cell(value, ratio(value)))
     rs = card.rs["all"]
     cells.append(_num_cell(rs, f"<strong>{rs:.2f}</strong>", 100.0 * rs / max_rs if max_rs > 0 else 0.0))
-    cells.append(_num_cell(card.worst_case_acc, pct(card.worst_case_acc)))
     if show_aa:
         cells.append(_num_cell(card.autoattack_acc, pct(card.autoattack_acc)))
+    if show_eps_star:
+        cells.append(_num_cell(card.median_eps_star, eps_star_text(card.median_eps_star)))
+    cells.append(_num_cell(card.worst_case_acc, pct(card.worst_case_acc)))
     cells.append(f"<td class=\"flags\" data-value=\"{len(card.flags)}\">{badges(card)}</td>")
     return f"<tr data-search=\"{esc(search)}\" data-name=\"{esc(card.name)}\">{''.join(cells)}</tr>"
 
@@ -141,10 +159,11 @@ def _label(text: str) -> str:
     return esc(head) + (f"<small>{esc(sub)}</small>" if sub else "")
 
 
-def _header(families: list[str], board: Board, show_aa: bool) -> str:
+def _header(families: list[str], board: Board, show_aa: bool, show_eps_star: bool = False) -> str:
     n = len(board.attacks)
     cols = [
-        ("Rank", "num", "ascending", "Rank by RS over all attacks; ties share a rank.", "rank"),
+        ("Rank", "num", "ascending", "Rank by RS over all attacks; ties share a rank. \u26a0: the gradient-masking "
+         "checks flagged the model, so its rank may reflect masking.", "rank"),
         ("Model", "text", "ascending", "Model name; click for its full card and adversarial examples.", "model"),
         ("Method", "text", "ascending", "Binarization method.", "method"),
         ("Backbone", "text", "ascending", "Architecture, with weight/activation bit widths.", "backbone"),
@@ -155,10 +174,15 @@ def _header(families: list[str], board: Board, show_aa: bool) -> str:
         cols.append((f"ACC_norm|{fam} mean", "num", "descending",
                      f"Mean ACC_norm = ACC*/ACC over the {fam} attacks ({hint}).", f"norm-{fam}"))
     cols.append(("RS", "num", "descending", f"Robustness score: sum of ACC_norm over all {n} attacks.", "rs"))
+    if show_aa:
+        cols.append(("Auto|Attack", "num", "descending", "Robust accuracy (%) under standard AutoAttack "
+                     "(RobustBench's headline number).", "aa"))
+    if show_eps_star:
+        cols.append(("median|\u03b5*", "num", "descending", "Median over images of the smallest perturbation at "
+                     "which an attack fooled the image (eps*; 0 for images misclassified clean): separates models "
+                     "that all reach 0% at the headline \u03b5.", "eps-star"))
     cols.append(("Worst|case", "num", "descending", "Robust accuracy (%) under the strongest attack for each "
                  "image: an image counts only if it survives every attack.", "worst"))
-    if show_aa:
-        cols.append(("Auto|Attack", "num", "descending", "Robust accuracy (%) under standard AutoAttack.", "aa"))
     cols.append(("Flags", "num", "descending", "Warnings from the gradient-masking checks; hover for meaning.",
                  "flags"))
     out = []
@@ -180,12 +204,13 @@ def _figure(fig: FigureFile, prefix: str = "") -> str:
 def _board_section(board: Board, figures: list[FigureFile]) -> str:
     families = board.families
     show_aa = any(r.card.autoattack_acc is not None for r in board.rows)
+    show_eps_star = any(r.card.median_eps_star is not None for r in board.rows)
     max_rs = max(r.card.rs["all"] for r in board.rows)
     table_id = f"board-{board.key}"
     attacks = ", ".join(f"{esc(a)} <span class=\"none\">({esc(f)})</span>" for a, f in board.attacks)
     eps = ", ".join(esc(t) for t in board.eps_texts)
-    rows = "\n".join(_row(board, r, families, show_aa, max_rs) for r in board.rows)
-    n_cols = 8 + len(families) + int(show_aa)
+    rows = "\n".join(_row(board, r, families, show_aa, max_rs, show_eps_star) for r in board.rows)
+    n_cols = 8 + len(families) + int(show_aa) + int(show_eps_star)
     figs = "".join(_figure(f) for f in figures if f.board == board.key)
     eps_html = f" \u00b7 \u03b5 = {eps}" if eps else ""
     return f"""<section class="panel" id="{esc(board.key)}">
@@ -196,7 +221,7 @@ def _board_section(board: Board, figures: list[FigureFile]) -> str:
 aria-label="Search the {esc(board.title)} leaderboard" data-table="{table_id}">\
 <span class="count" data-table="{table_id}"></span></div>
 <div class="table-scroll board-scroll"><table class="board" id="{table_id}">
-<thead>{_header(families, board, show_aa)}</thead>
+<thead>{_header(families, board, show_aa, show_eps_star)}</thead>
 <tbody>
 {rows}
 <tr class="empty" hidden><td colspan="{n_cols}">No model matches the search.</td></tr>
@@ -344,6 +369,8 @@ def model_html(
     ]
     if card.autoattack_acc is not None:
         kpis.append(("AutoAttack", f"{card.autoattack_acc:.2f}%"))
+    if card.median_eps_star is not None:
+        kpis.append(("median \u03b5*", eps_star_text(card.median_eps_star)))
     kpi_html = "".join(f"<div class='kpi'><div class='k'>{k}</div><div class='v'>{v}</div></div>" for k, v in kpis)
     notes = ""
     if card.unreliable:
