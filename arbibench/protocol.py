@@ -61,6 +61,11 @@ class Protocol:
     sweep_attack: str = "apgd_ce"
     sweep_eps: tuple[str, ...] = ()
     n_sweep: int = 1000
+    # eps*: the smallest perturbation per image at which these attacks fool it, searched up to eps_star_factor * eps
+    # on the black-box images (see arbibench.evaluation.min_perturbation)
+    eps_star_attacks: tuple[str, ...] = ("apgd_ce",)
+    eps_star_rounds: int = 6
+    eps_star_factor: float = 2.0
     quick: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -196,3 +201,11 @@ def _describe_attack(spec: AttackSpec) -> str:
     if spec.name == "autoattack":
         config = {"components": ", ".join(c["name"] for c in config.get("components", []))}
     return f"{spec.name}: " + ", ".join(f"{k}={v}" for k, v in config.items())
+        eps_star_attacks=("pgd",),
+        eps_star_rounds=5,
+    if protocol.eps_star_attacks:
+        attacks = ", ".join(protocol.eps_star_attacks)
+        rows.append(
+            ("eps*", f"smallest fooling perturbation per image by {attacks}, searched up to "
+             f"{protocol.eps_star_factor:g} x eps in {protocol.eps_star_rounds} rounds, on the black-box images")
+        )

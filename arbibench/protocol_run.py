@@ -24,6 +24,7 @@ from arbibench.evaluation.benchmark import load_dataset
 from arbibench.evaluation.checks import gradient_free_beats_gradient
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean
 from arbibench.evaluation.result import query_summary
+from arbibench.evaluation.min_perturbation import minimal_perturbation
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore, hash_indices
 from arbibench.protocol import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
@@ -61,6 +62,7 @@ class ModelEvaluation:
     sweep: list[dict] = field(default_factory=list)
     seconds: float = 0.0
 
+    eps_star: dict | None = None  # MinimalPerturbation.to_dict() on the black-box images
     def family(self, family: str) -> list[AttackOutcome]:
         return [a for a in self.attacks if a.family == family]
 
@@ -150,6 +152,15 @@ def run_model(
         if free is not None:
             flags[free.name] = free.message
     sweep_rows = (
+    eps_star = None
+    if sweep and protocol.eps_star_attacks and BLACK_BOX in subsets:
+        x, y, idx = subsets[BLACK_BOX]
+        eps_star = minimal_perturbation(
+            model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
+            eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds, store=store,
+            dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
+            device=device, progress=progress, console=console,
+        ).to_dict()
         run_sweep(
             model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir
         )
@@ -171,6 +182,7 @@ def run_model(
         sweep=sweep_rows,
         seconds=time.perf_counter() - t0,
     )
+        eps_star=eps_star,
 
 
 def _worst_case_on_black_box(outcomes: dict[str, dict], subsets: dict) -> tuple[float, dict[str, float]]:

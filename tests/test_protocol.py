@@ -93,7 +93,7 @@ def tiny_run(tiny_protocol, data_dir, tmp_path_factory):
     return results, db_path
 
 
-def test_run_scores_each_family_on_its_own_images(tiny_run):
+def test_run_scores_each_family_on_its_own_images(tiny_run, tiny_protocol):
     results, _ = tiny_run
     for r in results:
         assert r.n_examples == {WHITE_BOX: 60, BLACK_BOX: 20}
@@ -110,6 +110,10 @@ def test_run_scores_each_family_on_its_own_images(tiny_run):
         assert r.family(BLACK_BOX)[0].median_queries is None or r.family(BLACK_BOX)[0].median_queries <= 100
         assert [row["eps_text"] for row in r.sweep] == ["2/255", "8/255"]
         assert r.sweep[0]["acc_star"] >= r.sweep[1]["acc_star"]  # more budget, no more robust
+        # eps* on the black-box images: at the protocol's eps it can only show less robustness than PGD there
+        assert r.eps_star["n_examples"] == 20 and r.eps_star["attacks"] == ["pgd"]
+        at_eps = [row["robust_acc"] for row in r.eps_star["curve"] if row["eps"] <= tiny_protocol.eps + 1e-12][-1]
+        assert at_eps <= r.clean_acc[BLACK_BOX] + 1e-12
     fp = next(r for r in results if r.model_name == "resnet20_fp")
     assert fp.clean_acc[WHITE_BOX] > 0.8
     assert next(a for a in fp.attacks if a.name == "pgd").acc_star < 0.1
@@ -150,6 +154,8 @@ def test_card_has_robustbench_fields_as_numbers(tiny_run, tmp_path, data_dir):
     assert card["venue"] == "NeurIPS 2016" and card["quick"] is True and "quick" in card["footnote"]
     assert card["attacks"]["square"]["family"] == BLACK_BOX
     assert card["rs"]["all"] == pytest.approx(bnn.rs[ALL], abs=1e-4)
+    assert card["median_eps_star"] == bnn.eps_star["median_eps_star"]
+    assert card["eps_star"]["curve"][0]["robust_acc"] == pytest.approx(100 * bnn.clean_acc[BLACK_BOX], abs=0.01)
     examples = np.load(path.with_name(card["examples"]))
     assert examples["x_adv"].dtype == np.uint8 and examples["x_adv"].shape == examples["x_clean"].shape
     assert np.abs(examples["x_adv"].astype(int) - examples["x_clean"].astype(int)).max() <= 8 + 1  # 8/255, rounding

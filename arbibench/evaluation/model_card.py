@@ -145,6 +145,7 @@ def save_examples(
 ) -> Path:
     """A few adversarial examples for the leaderboard's model page (``.npz``: uint8 images, labels, predictions).
 
+        **eps_star_fields(getattr(result, "eps_star", None)),
     The examples are re-computed on the first ``n`` correctly classified images (cheap) rather than kept from the
     evaluation, so the store stays small. Predictions are those of the float adversarial images.
     """
