@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from arbibench.data.download import DownloadError
+from arbibench.evaluation.store import StoreError
 from arbibench.leaderboard.cli import leaderboard_app
 
 app = typer.Typer(
@@ -23,7 +24,7 @@ def _root() -> None:
     """arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol)."""
 
 
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError, DownloadError)
+USER_ERRORS = (ValueError, TypeError, OSError, DownloadError, StoreError)  # OSError: disk full, read-only folder
 
 
 def _fail(e: Exception) -> None:
@@ -61,6 +62,7 @@ def train(
 
     Rerunning the same command resumes from the last finished epoch.
     """
+    from arbibench.faults import fault_point
     from arbibench.models.zoo import export_checkpoint
     from arbibench.train import default_recipe
     from arbibench.train import train as run_training
@@ -86,7 +88,11 @@ def train(
         f"({summary['train_time_s'] / 60:.1f} min of training)"
     )
     if export:
-        card = export_checkpoint(run_dir, f"{arch}_{method}", zoo_dir)
+        fault_point("train.export")  # crash tests kill here (arbibench.faults)
+        try:
+            card = export_checkpoint(run_dir, f"{arch}_{method}", zoo_dir)
+        except USER_ERRORS as e:
+            _fail(e)
         console.print(f"exported {card}")
 
 
@@ -134,6 +140,9 @@ def eval_(
     from arbibench.attacks import parse_eps
     from arbibench.evaluation.benchmark import benchmark
 
+    attack_names = [a.strip() for a in attacks.split(",") if a.strip()]
+    if not attack_names:
+        _fail(ValueError(f"--attacks {attacks!r} names no attack; pass e.g. --attacks fgsm,pgd"))
     try:
         result = benchmark(
             model,
@@ -141,7 +150,7 @@ def eval_(
             dataset,
             threat_model,
             parse_eps(eps),
-            [a.strip() for a in attacks.split(",") if a.strip()],
+            attack_names,
             data_dir=data_dir,
             device=device,
             batch_size=batch_size,
@@ -409,6 +418,7 @@ def sweep(
         path = card_path(model_info, dataset, threat_model, model)
         if not path.is_file():
             _fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
+    from arbibench.evaluation.inputs import resolve_device
         card = json.loads(path.read_text())
         card["sweep"] = [
             {**r, "acc_star": round(100 * r["acc_star"], 2), "interval": [round(100 * v, 2) for v in r["interval"]]}
@@ -418,6 +428,7 @@ def sweep(
 
 
 app.add_typer(leaderboard_app, name="leaderboard")
+        device = str(resolve_device(device))
 
 
 def main() -> None:

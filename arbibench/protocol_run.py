@@ -22,6 +22,7 @@ from torch import nn
 from arbibench.attacks import get_attack, get_threat_model, parse_eps
 from arbibench.evaluation.benchmark import load_dataset
 from arbibench.evaluation.checks import gradient_free_beats_gradient
+from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean
 from arbibench.evaluation.result import query_summary
 from arbibench.evaluation.min_perturbation import minimal_perturbation
@@ -286,6 +287,9 @@ def run_protocol(
     """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands."""
     from arbibench.models.zoo import get_entry, load_model
 
+    device = resolve_device(device)
+    if not models:
+        raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
     for name in models:  # fail on a bad name before hours of work, not after
         get_entry(name, protocol.dataset, model_dir)
     subsets = protocol_subsets(protocol, data_dir)

@@ -30,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from arbibench.data.cifar10 import read_cifar10_arrays
+from arbibench.faults import fault_point
 from arbibench.models.architectures import build_model
 from arbibench.models.methods import Method, get_method
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
@@ -152,6 +153,7 @@ def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
     tmp = path.with_name(path.name + ".tmp")
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+    fault_point("checkpoint.write")  # crash tests kill here (arbibench.faults)
     os.replace(tmp, path)
 
 

@@ -69,7 +69,8 @@ def _read_npz(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
             )
         xs.append(x)
         ys.append(y.astype(np.int64))
-    return np.concatenate(xs).transpose(0, 3, 1, 2), np.concatenate(ys)
+    # a C-contiguous copy, not a transposed view: the layout is part of the result (see load_cifar10)
+    return np.ascontiguousarray(np.concatenate(xs).transpose(0, 3, 1, 2)), np.concatenate(ys)
 
 
 def _bin_files(root: Path, split: str) -> list[Path] | None:
@@ -123,7 +124,7 @@ def read_cifar10_arrays(
     allow_pickle: bool = False,
     download: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The whole split as uint8 NCHW images and int64 labels (no subset, no conversion)."""
+    """The whole split as C-contiguous uint8 NCHW images and int64 labels (no subset, no conversion)."""
     if split not in SPLIT_SIZES:
         raise ValueError(f"unknown CIFAR-10 split {split!r}; use 'test' or 'train'.")
     root = default_data_dir(data_dir)
@@ -169,8 +170,12 @@ def load_cifar10(
     ``n_examples=None`` takes the whole split. With ``seed=None`` the first N samples are taken (RobustBench's
     convention); with a seed, N samples drawn at random without replacement (the protocol's black-box subset),
     returned in increasing index order so that results trace back to dataset positions.
+
+    The images are always *contiguous* NCHW (RobustBench's layout), a fixed choice: a convolution may sum in another
+    order on another memory layout, and a BNN's sign of a pre-activation at a rounding boundary then flips, so the
+    same images in another layout can give other predictions.
     """
     x, y = read_cifar10_arrays(split, data_dir, allow_pickle=allow_pickle)
     idx = select_indices(len(y), n_examples, seed=seed)
-    xs = torch.from_numpy(x[idx]).float().div_(255.0)
+    xs = torch.from_numpy(x[idx]).float().div_(255.0).contiguous()
     return xs, torch.from_numpy(y[idx]), torch.from_numpy(idx)

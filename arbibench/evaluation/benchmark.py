@@ -11,6 +11,7 @@ from rich.console import Console
 from torch import nn
 
 from arbibench.attacks import Attack, get_attack, get_threat_model
+from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.min_perturbation import minimal_perturbation
 from arbibench.evaluation.result import BenchmarkResult
@@ -83,6 +84,12 @@ def benchmark(
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
     threat = get_threat_model(threat_model, eps)
+    device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
+    if isinstance(attacks, str | Attack):
+        attacks = [attacks]
+    if not attacks:
+        raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
+                         "for clean accuracy alone use clean_accuracy()")
     if isinstance(model, str):
         from arbibench.models.zoo import load_model
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import torch
 from torch import nn
 
 from arbibench.evaluation.store import hash_indices
+from arbibench.faults import fault_point
 
 CARD_VERSION = 1
 
@@ -57,12 +59,28 @@ def card_path(model_info: str | os.PathLike, dataset: str, threat_model: str, na
     return Path(model_info) / dataset / threat_model / f"{name}.json"
 
 
-def write_json_atomic(obj: dict, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, allow_nan=False) + "\n")
-    os.replace(tmp, path)
+def replace_atomically(path: Path, tmp: Path, write: Callable[[Path], object], point: str) -> Path:
+    """``write(tmp)``, then rename ``tmp`` over ``path``: the old file or the whole new one, never half of one.
+
+    A failed write (disk full, folder not writable) removes ``tmp`` and raises one OSError naming the file and the
+    fix; ``point`` is the fault-injection point between writing and renaming (:mod:`arbibench.faults`).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        fault_point(point)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        message = (f"cannot write {path}: {e.strerror or e}; free disk space or make {path.parent} writable (or choose "
+                   "another --model-info folder), then rerun: finished batches are read back from the store")
+        raise OSError(*((e.errno, message) if e.errno is not None else (message,))) from e
     return path
+
+
+def write_json_atomic(obj: dict, path: Path) -> Path:
+    text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
+    return replace_atomically(path, path.with_name(path.name + ".tmp"), lambda t: t.write_text(text), "card.write")
 
 
 def protocol_card(result: Any) -> dict[str, Any]:
@@ -165,14 +183,12 @@ def save_examples(
     def u8(t: torch.Tensor) -> np.ndarray:
         return (t.detach().cpu().clamp(0, 1) * 255).round().to(torch.uint8).numpy()
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = {
+        "x_clean": u8(xs), "x_adv": u8(x_adv), "y": ys.numpy().astype(np.int64), "pred_clean": pred[ok].numpy(),
+        "pred_adv": pred_adv.numpy().astype(np.int64), "attack": np.array(attack),
+    }
     tmp = path.with_name(path.stem + ".tmp.npz")
-    np.savez_compressed(
-        tmp, x_clean=u8(xs), x_adv=u8(x_adv), y=ys.numpy().astype(np.int64), pred_clean=pred[ok].numpy(),
-        pred_adv=pred_adv.numpy().astype(np.int64), attack=np.array(attack),
-    )
-    os.replace(tmp, path)
-    return path
+    return replace_atomically(path, tmp, lambda t: np.savez_compressed(t, **arrays), "examples.write")
 
 
 def write_protocol_card(

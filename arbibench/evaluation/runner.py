@@ -29,7 +29,7 @@ from torch import nn
 from arbibench.attacks import Attack, ThreatModel, get_attack
 from arbibench.attacks.query import BlackBoxAttack
 from arbibench.evaluation.checks import run_checks
-from arbibench.evaluation.inputs import check_images, check_labels, check_model
+from arbibench.evaluation.inputs import check_finite_logits, check_images, check_labels, check_model, resolve_device
 from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
 
 CLEAN = "clean"
@@ -113,14 +113,18 @@ def run_attack(
     already = sum(min(bs, n - starts[b]) for b in done if b < len(starts))
     task = progress.add_task(name, total=n, completed=already)
     for b, start in enumerate(starts):
-        if b in done:
+        if b in done or ctx.store.has_batch(key, b):  # finished here earlier, or by another process on this store
+            if b not in done:
+                progress.advance(task, min(bs, n - start))
             continue
         t0 = time.perf_counter()
         xb = ctx.x[start : start + bs].to(ctx.device)
         yb = ctx.y[start : start + bs].to(ctx.device)
         if clean is None:
             with torch.no_grad():
-                clean_ok = ctx.model(xb).argmax(1) == yb
+                logits = ctx.model(xb)
+            check_finite_logits(logits, f"clean pass, batch {b}")
+            clean_ok = logits.argmax(1) == yb
         else:
             clean_ok = torch.from_numpy(clean.clean_correct[start : start + bs]).to(ctx.device)
         adv_ok = clean_ok.clone()
@@ -132,7 +136,9 @@ def run_attack(
             x_adv = attack(ctx.model, x0, y0, ctx.threat, batch_generator(ctx.seed, b))
             ctx.threat.verify(x_adv, x0)  # the runner's own check: nothing unverified is ever counted
             with torch.no_grad():
-                adv_ok[attacked] = ctx.model(x_adv).argmax(1) == y0
+                logits = ctx.model(x_adv)
+            check_finite_logits(logits, f"{name} adversarial examples, batch {b}")
+            adv_ok[attacked] = logits.argmax(1) == y0
             pert[attacked] = ctx.threat.distance(x_adv, x0).to(pert.dtype)
             if isinstance(attack, BlackBoxAttack) and attack.query_counts is not None:
                 # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
@@ -190,11 +196,16 @@ def evaluate(
     indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
     if indices.shape != y.shape:
         raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
+    device = resolve_device(device)
+    if isinstance(attacks, str | Attack):
+        attacks = [attacks]
+    if not attacks:
+        raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
+                         "for clean accuracy alone use clean_accuracy()")
     attack_objs = [(get_attack(a) if isinstance(a, str) else a).for_target(model_name) for a in attacks]
     names = [a.name for a in attack_objs]
     if len(set(names)) != len(names):
         raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")
-    device = torch.device(device) if device is not None else torch.device("cpu")
     model = model.to(device).eval()
     num_classes, flags = check_model(model, x[: min(8, len(x))].to(device))
     check_labels(y, num_classes)

@@ -13,12 +13,15 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from arbibench.faults import fault_point
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS evaluations (
@@ -86,22 +89,76 @@ class Outcomes:
     queries: np.ndarray  # -1 where not recorded
 
 
+class StoreError(RuntimeError):
+    """The store cannot be written (disk full, read-only, locked past the timeout); finished batches are kept."""
+
+
+BUSY_TIMEOUT_S = 120.0  # how long a writer waits for another process's transaction before giving up
+
+
+@contextmanager
+def _store_errors(path: Path, action: str) -> Iterator[None]:
+    """Turn SQLite's operational errors into one message naming the store, the cause and the fix."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:
+        text = str(e).lower()
+        if "full" in text:
+            cause = "the disk is full; free space (or pass another --store on a disk with room)"
+        elif "readonly" in text or "read-only" in text or "unable to open" in text:
+            cause = "the file or its folder is not writable; fix the permissions or pass another --store"
+        elif "locked" in text or "busy" in text:
+            cause = (f"another process held its write lock for more than {BUSY_TIMEOUT_S:.0f} s; wait for it to "
+                     "finish or use another --store")
+        else:
+            cause = "pass another --store, or move this file away"
+        raise StoreError(
+            f"cannot {action} result store {path}: {e}. {cause[0].upper()}{cause[1:]}; the batches committed so far "
+            "are kept and a rerun resumes from them."
+        ) from e
+
+
 class ResultStore:
-    """SQLite-backed store of per-sample outcomes; safe to reopen after a crash."""
+    """SQLite-backed store of per-sample outcomes; safe to reopen after a crash and to share between processes.
+
+    Several processes may write one store at once (WAL journal, a busy timeout, ``BEGIN IMMEDIATE`` writes): when
+    two evaluate the same batch, the second finds it committed and reads it back instead of inserting it twice.
+    """
 
     def __init__(self, path: str | os.PathLike = "arbibench.db") -> None:
         self.path = Path(path)
         if self.path.exists() and self.path.is_dir():
             raise IsADirectoryError(f"result store {self.path} is a directory; pass a file path such as results.db")
+        if not self.path.parent.is_dir():
+            raise FileNotFoundError(
+                f"the folder of result store {self.path} does not exist (or is not a folder); create it first"
+            )
         try:
-            self.conn = sqlite3.connect(self.path, timeout=30.0)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=FULL")
-            self.conn.executescript(SCHEMA)
+            with _store_errors(self.path, "open"):
+                self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=FULL")
+                with self._write():
+                    for statement in SCHEMA.split(";"):
+                        if statement.strip():
+                            self.conn.execute(statement)
+        except StoreError:
+            raise
         except sqlite3.DatabaseError as e:
             raise ValueError(
                 f"{self.path} is not an arbibench result store ({e}); pass another --store path or move the file."
             ) from e
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction, taking the write lock up front so that a concurrent writer waits, not fails."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.rollback()
+            raise
+        self.conn.commit()
 
     def close(self) -> None:
         self.conn.close()
@@ -115,12 +172,19 @@ class ResultStore:
     def register(self, model_hash: str, model_name: str, attack: str, spec: dict) -> str:
         """Create (or find) the evaluation for ``spec`` and return its key."""
         key = hash_json({"model_hash": model_hash, **spec})
-        with self.conn:
+        with _store_errors(self.path, "write"), self._write():
             self.conn.execute(
                 "INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?, ?)",
                 (key, model_hash, model_name, attack, json.dumps(spec, sort_keys=True), time.time()),
             )
         return key
+
+    def has_batch(self, eval_key: str, batch_index: int) -> bool:
+        """Whether the batch is committed (by this process or another one writing the same store)."""
+        row = self.conn.execute(
+            "SELECT 1 FROM batches WHERE eval_key = ? AND batch_index = ?", (eval_key, batch_index)
+        ).fetchone()
+        return row is not None
 
     def done_batches(self, eval_key: str) -> set[int]:
         rows = self.conn.execute("SELECT batch_index FROM batches WHERE eval_key = ?", (eval_key,))
@@ -136,8 +200,12 @@ class ResultStore:
         perturbation: Iterable[float],
         queries: Iterable[int | None] | None = None,
         seconds: float = 0.0,
-    ) -> None:
-        """Write one finished batch and its outcomes atomically."""
+    ) -> bool:
+        """Write one finished batch and its outcomes atomically; False if it was already committed (and is kept).
+
+        Another process evaluating the same batch of the same evaluation may commit it first; its rows are the same
+        (same weights, samples and per-batch seed), so they are kept and this batch is not written a second time.
+        """
         idx = [int(i) for i in sample_index]
         cc = [int(bool(c)) for c in clean_correct]
         ac = [int(bool(a)) for a in adv_correct]
@@ -147,7 +215,10 @@ class ResultStore:
             raise ValueError("commit_batch: per-sample columns have different lengths")
         if any(a and not c for a, c in zip(ac, cc, strict=True)):
             raise ValueError("commit_batch: a sample misclassified on clean input cannot count as robust")
-        with self.conn:
+        fault_point("store.commit.before")
+        with _store_errors(self.path, "write a batch to"), self._write():
+            if self.has_batch(eval_key, batch_index):
+                return False
             self.conn.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?)", (eval_key, batch_index, len(idx), float(seconds))
             )
@@ -155,9 +226,12 @@ class ResultStore:
                 "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(eval_key, i, batch_index, c, a, p, q) for i, c, a, p, q in zip(idx, cc, ac, pert, qs, strict=True)],
             )
+            fault_point("store.commit.during")
+        fault_point("store.commit.after")
+        return True
 
     def add_flag(self, eval_key: str, flag: str, detail: str) -> None:
-        with self.conn:
+        with _store_errors(self.path, "write a flag to"), self._write():
             self.conn.execute("INSERT OR REPLACE INTO flags VALUES (?, ?, ?)", (eval_key, flag, detail))
 
     def flags(self, eval_key: str) -> dict[str, str]:
