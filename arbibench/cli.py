@@ -291,7 +291,7 @@ def _protocol(name: str, quick: bool):  # noqa: ANN202 - typer helper
 
 @protocol_app.command("show")
 def protocol_show(
-    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
     quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
 ) -> None:
     """Print every number of a protocol preset: subsets, eps, seeds and each attack with all its parameters."""
@@ -313,7 +313,7 @@ def protocol_show(
 
 @protocol_app.command("run")
 def protocol_run(
-    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
     models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
     quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
@@ -349,6 +349,10 @@ def protocol_run(
     for note in protocol.notes:
         console.print(f"[yellow]note[/]: {note}")
     t0 = time.perf_counter()
+    if protocol.threat_model == "corruptions":
+        _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir)
+        console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
+        return
 
     def done(result, model) -> None:  # noqa: ANN001 - callback
         console.print(model_table(result))
@@ -372,6 +376,28 @@ def protocol_run(
     console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
 
 
+def _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir) -> None:  # noqa: ANN001
+    """The cifar10-c preset: every model on every CIFAR-10-C cell through the store, cards, the zoo table."""
+    from arbibench.evaluation.model_card import write_corruption_card
+    from arbibench.evaluation.store import ResultStore
+    from arbibench.protocol_corruptions import run_corruption_protocol
+    from arbibench.protocol_report import corruption_model_table, corruption_zoo_table
+
+    def done(result) -> None:  # noqa: ANN001 - callback
+        console.print(corruption_model_table(result))
+        for flag, meaning in result.flags.items():
+            console.print(f"[yellow]flag {flag}[/]: {meaning}")
+        console.print(f"wrote {write_corruption_card(result, model_info)}")
+
+    try:
+        with ResultStore(store) as db:
+            results = run_corruption_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir,
+                                              device=device, console=console, on_model_done=done)
+    except USER_ERRORS as e:
+        _fail(e)
+    console.print(corruption_zoo_table(results))
+
+
 @app.command()
 def sweep(
     model: str = typer.Option(..., "--model", "-m", help="Zoo model name."),
@@ -392,6 +418,7 @@ def sweep(
 
     from arbibench.attacks import parse_eps
     from arbibench.evaluation.benchmark import load_dataset
+    from arbibench.evaluation.inputs import resolve_device
     from arbibench.evaluation.model_card import card_path, write_json_atomic
     from arbibench.evaluation.store import ResultStore
     from arbibench.models.zoo import load_model
@@ -401,6 +428,7 @@ def sweep(
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
         if not values:
             raise ValueError("--eps needs at least one value")
+        device = str(resolve_device(device))
         net = load_model(model, dataset=dataset, device=device)
         x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
         with ResultStore(store) as db:
@@ -418,7 +446,6 @@ def sweep(
         path = card_path(model_info, dataset, threat_model, model)
         if not path.is_file():
             _fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
-    from arbibench.evaluation.inputs import resolve_device
         card = json.loads(path.read_text())
         card["sweep"] = [
             {**r, "acc_star": round(100 * r["acc_star"], 2), "interval": [round(100 * v, 2) for v in r["interval"]]}
@@ -427,8 +454,72 @@ def sweep(
         console.print(f"updated {write_json_atomic(card, path)}")
 
 
+corruptions_app = typer.Typer(
+    help="CIFAR-10-C common corruptions: regenerate them from CIFAR-10 or download the official files.",
+    no_args_is_help=True,
+)
+app.add_typer(corruptions_app, name="corruptions")
+
+
+@corruptions_app.command("generate")
+def corruptions_generate(
+    n_examples: int = typer.Option(1000, "--n-examples", "-n", help="First N CIFAR-10 test images (10000: all)."),
+    seed: int = typer.Option(0, help="Seed of the random corruptions; the same seed gives the same bytes."),
+    data_dir: Path | None = typer.Option(None, help="Data folder holding CIFAR-10; default $ARBIBENCH_DATA or "
+                                         "~/.cache/arbibench. The set goes to DATA_DIR/CIFAR-10-C."),
+    out: Path | None = typer.Option(None, help="Write the set here instead of DATA_DIR/CIFAR-10-C."),
+    corruptions: str = typer.Option("all", help="Comma-separated corruption names, or 'all' (the 15)."),
+    grid: Path | None = typer.Option(None, help="Also write a PNG grid of two images per corruption and severity."),
+    force: bool = typer.Option(False, help="Regenerate even if the folder already holds this seed and N."),
+) -> None:
+    """Regenerate CIFAR-10-C (15 corruptions x 5 severities, the CIFAR-C severity table of Hendrycks & Dietterich)
+    from the real CIFAR-10 test set, in the official layout; everything made from it is labelled "regenerated"."""
+    import time
+
+    from rich.progress import Progress
+
+    from arbibench.data.cifar10c import CORRUPTIONS
+    from arbibench.data.corruptions.generate import generate_cifar10c
+    from arbibench.data.corruptions.grid import corruption_grid
+
+    names = list(CORRUPTIONS) if corruptions.strip() == "all" else [c.strip() for c in corruptions.split(",")]
+    t0 = time.perf_counter()
+    try:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("corrupting", total=5 * len(names))
+            folder, manifest = generate_cifar10c(
+                n_examples, seed=seed, data_dir=data_dir, out=out, corruptions=[n for n in names if n], force=force,
+                on_cell=lambda name, s, n: bar.update(task, advance=1, description=f"{name} {s}"),
+            )
+        if grid is not None:
+            grid_data = data_dir if out is None else None
+            if out is not None and out.name != "CIFAR-10-C":
+                raise ValueError("--grid reads DATA_DIR/CIFAR-10-C; use it without --out or name --out CIFAR-10-C")
+            console.print(f"wrote {corruption_grid(grid, grid_data if out is None else out.parent)}")
+    except (*USER_ERRORS, FileExistsError) as e:
+        _fail(e)
+    took = time.perf_counter() - t0
+    console.print(
+        f"regenerated CIFAR-10-C in {folder}: {len(manifest['corruptions'])} corruptions x 5 severities x "
+        f"{manifest['n_examples']} images, seed {manifest['seed']} "
+        + (f"({manifest['seconds']:.0f} s)" if took > 1 else "(already there; --force to redo)")
+    )
+
+
+@corruptions_app.command("download")
+def corruptions_download(
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """Download the official CIFAR-10-C (2.9 GB, Zenodo record 2535967), verify its MD5, extract it atomically."""
+    from arbibench.data.cifar10c import download_cifar10c
+
+    try:
+        console.print(f"official CIFAR-10-C in {download_cifar10c(data_dir)}")
+    except (*USER_ERRORS, FileExistsError) as e:
+        _fail(e)
+
+
 app.add_typer(leaderboard_app, name="leaderboard")
-        device = str(resolve_device(device))
 
 
 def main() -> None:

@@ -147,10 +147,58 @@ PROTOCOLS: dict[str, Protocol] = {
 QUICK = {"n_white_box": 500, "n_black_box": 100, "n_sweep": 200}
 
 
-def get_protocol(name: str, quick: bool = False) -> Protocol:
-    """The preset ``name`` (``cifar10``, ``cifar10-l2``, ``imagenet``, ``imagenet-l2``), or its quick variant."""
+@dataclass(frozen=True)
+class CorruptionProtocol:
+    """The common-corruptions preset: clean accuracy of each model on every CIFAR-10-C (corruption, severity) cell.
+
+    RobustBench's threat model ``corruptions``: 15 corruptions x 5 severities, the mean accuracy over the 75 cells
+    (mCA, RobustBench's ``corruptions_acc``), plus arbibench's ratios to the model's own clean accuracy and to its
+    full-precision twin, every one with a 95% interval. ``n_examples=None`` evaluates every image the CIFAR-10-C
+    folder holds per cell (10,000 official, N regenerated).
+    """
+
+    name: str
+    dataset: str
+    corruptions: tuple[str, ...]
+    severities: tuple[int, ...] = (1, 2, 3, 4, 5)
+    n_examples: int | None = None
+    batch_size: int = 250
+    n_bootstrap: int = 2000
+    bootstrap_seed: int = 0
+    threat_model: str = "corruptions"
+    quick: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (quick)" if self.quick else self.name
+
+    def subset_text(self) -> str:
+        n = "every image of the CIFAR-10-C folder" if self.n_examples is None else f"the first {self.n_examples}"
+        return f"{n} per (corruption, severity) cell, and the same clean test images"
+
+
+def _corruption_presets() -> dict[str, CorruptionProtocol]:
+    from arbibench.data.cifar10c import CORRUPTIONS
+
+    return {"cifar10-c": CorruptionProtocol("cifar10-c", "cifar10", CORRUPTIONS)}
+
+
+CORRUPTION_PROTOCOLS: dict[str, CorruptionProtocol] = _corruption_presets()
+QUICK_CORRUPTIONS = 500  # images per cell in the laptop variant
+
+
+def get_protocol(name: str, quick: bool = False) -> Protocol | CorruptionProtocol:
+    """The preset ``name`` (``cifar10``, ``cifar10-l2``, ``imagenet``, ``imagenet-l2``, ``cifar10-c``), or its
+    quick variant."""
+    if name in CORRUPTION_PROTOCOLS:
+        c = CORRUPTION_PROTOCOLS[name]
+        if not quick:
+            return c
+        return replace(c, n_examples=QUICK_CORRUPTIONS, quick=True, notes=(
+            f"quick variant: the first {QUICK_CORRUPTIONS} images per corruption and severity",))
     if name not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}")
+        raise ValueError(f"unknown protocol {name!r}; known: {', '.join([*PROTOCOLS, *CORRUPTION_PROTOCOLS])}")
     p = PROTOCOLS[name]
     if not quick:
         return p
@@ -162,6 +210,8 @@ def get_protocol(name: str, quick: bool = False) -> Protocol:
         n_white_box=n_white,
         n_black_box=QUICK["n_black_box"],
         n_sweep=QUICK["n_sweep"],
+        eps_star_attacks=("pgd",),
+        eps_star_rounds=5,
         sweep_eps=p.sweep_eps[:4] if p.threat_model == "Linf" else p.sweep_eps,
         quick=True,
         notes=(
@@ -171,8 +221,23 @@ def get_protocol(name: str, quick: bool = False) -> Protocol:
     )
 
 
-def describe(protocol: Protocol) -> list[tuple[str, str]]:
+def describe(protocol: Protocol | CorruptionProtocol) -> list[tuple[str, str]]:
     """Every number of the preset as (field, value) rows, for ``arbibench protocol show``."""
+    if isinstance(protocol, CorruptionProtocol):
+        return [
+            ("protocol", protocol.label),
+            ("dataset", f"{protocol.dataset} test set under common corruptions (CIFAR-10-C layout)"),
+            ("threat model", protocol.threat_model),
+            ("corruptions", ", ".join(protocol.corruptions)),
+            ("severities", ", ".join(map(str, protocol.severities))),
+            ("images", protocol.subset_text()),
+            ("batch size", str(protocol.batch_size)),
+            ("scores", "accuracy per cell (Wilson 95%); per corruption, mCA (mean over the cells), mCA / clean "
+             "accuracy and mCA / mCA of the FP twin (bootstrap over images, 95%)"),
+            ("bootstrap", f"{protocol.n_bootstrap} resamples, seed {protocol.bootstrap_seed}"),
+            ("data", "official CIFAR-10-C, or the set of `arbibench corruptions generate` (labelled regenerated)"),
+            *[("note", n) for n in protocol.notes],
+        ]
     rows = [
         ("protocol", protocol.label),
         ("dataset", protocol.dataset),
@@ -188,6 +253,12 @@ def describe(protocol: Protocol) -> list[tuple[str, str]]:
     rows.append(
         ("eps sweep", f"{protocol.sweep_attack} at {', '.join(protocol.sweep_eps)} on the first {protocol.n_sweep}")
     )
+    if protocol.eps_star_attacks:
+        attacks = ", ".join(protocol.eps_star_attacks)
+        rows.append(
+            ("eps*", f"smallest fooling perturbation per image by {attacks}, searched up to "
+             f"{protocol.eps_star_factor:g} x eps in {protocol.eps_star_rounds} rounds, on the black-box images")
+        )
     rows += [("note", n) for n in protocol.notes]
     return rows
 
@@ -201,11 +272,3 @@ def _describe_attack(spec: AttackSpec) -> str:
     if spec.name == "autoattack":
         config = {"components": ", ".join(c["name"] for c in config.get("components", []))}
     return f"{spec.name}: " + ", ".join(f"{k}={v}" for k, v in config.items())
-        eps_star_attacks=("pgd",),
-        eps_star_rounds=5,
-    if protocol.eps_star_attacks:
-        attacks = ", ".join(protocol.eps_star_attacks)
-        rows.append(
-            ("eps*", f"smallest fooling perturbation per image by {attacks}, searched up to "
-             f"{protocol.eps_star_factor:g} x eps in {protocol.eps_star_rounds} rounds, on the black-box images")
-        )

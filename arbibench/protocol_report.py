@@ -70,3 +70,57 @@ def twin_table(rows: Sequence[dict]) -> Table:
         t.add_row(row["model"], row["fp_twin"], row["family"], f"{row['acc_norm']:.3f}", f"{row['fp_acc_norm']:.3f}",
                   f"[{style}]{diff:+.3f}[/]" if style else f"{diff:+.3f}")
     return t
+
+
+def _short_names(names: Sequence[str]) -> list[str]:
+    """Model names without the prefix they all share (``resnet20_``), so a zoo fits across a terminal."""
+    parts = [n.split("_", 1) for n in names]
+    if len(names) > 1 and all(len(p) == 2 for p in parts) and len({p[0] for p in parts}) == 1:
+        return [p[1] for p in parts]
+    return list(names)
+
+
+def corruption_model_table(r) -> Table:  # noqa: ANN001 - a CorruptionEvaluation (kept import-free)
+    """One model: accuracy per corruption and severity, the mean per corruption with its 95% interval."""
+    sev = r.protocol.severities
+    t = Table(title=f"{r.model_name} \u2014 {r.protocol.label}, {r.source} CIFAR-10-C, {r.n_examples} images per cell")
+    for col in ("corruption", *map(str, sev), "mean", "95% CI"):
+        t.add_column(col, justify="left" if col == "corruption" else "right")
+    for name, est in r.corruption.items():
+        t.add_row(name, *(_pct(r.cells[name][s].value) for s in sev), _pct(est.value),
+                  f"{_pct(est.low)}\u2013{_pct(est.high)}")
+    parts = [f"clean {_pct(r.clean.value)}", f"mCA {_pct(r.mca.value)} ({_pct(r.mca.low)}\u2013{_pct(r.mca.high)})",
+             f"mCA/clean {r.relative_clean.value:.3f} ({r.relative_clean.low:.3f}\u2013{r.relative_clean.high:.3f})"]
+    if r.relative_fp is not None:
+        parts.append(f"mCA/{r.fp_twin} {r.relative_fp.value:.3f} ({r.relative_fp.low:.3f}\u2013"
+                     f"{r.relative_fp.high:.3f})")
+    t.caption = "; ".join(parts)
+    return t
+
+
+def corruption_zoo_table(results: Sequence) -> Table:
+    """Rows: corruptions (mean accuracy over the severities); columns: models; then clean, mCA and the ratios."""
+    names = [r.model_name for r in results]
+    short = _short_names(names)
+    first = results[0]
+    t = Table(title=f"{first.protocol.label}: accuracy per corruption (mean of severities "
+                    f"{first.protocol.severities[0]}-{first.protocol.severities[-1]}), {first.source} CIFAR-10-C, "
+                    f"{first.n_examples} images per cell")
+    t.add_column("corruption", no_wrap=True)
+    for s in short:
+        t.add_column(s, justify="right", no_wrap=True)
+    for name in first.protocol.corruptions:
+        t.add_row(name, *(_pct(r.corruption[name].value) for r in results))
+    t.add_row("clean", *(_pct(r.clean.value) for r in results), style="dim", end_section=True)
+    t.add_row("mCA", *(_pct(r.mca.value) for r in results), style="bold")
+    t.add_row("mCA 95% CI", *(f"{100 * r.mca.low:.1f}\u2013{100 * r.mca.high:.1f}" for r in results))
+    t.add_row("mCA / clean", *(f"{r.relative_clean.value:.3f}" for r in results))
+    t.add_row("  95% CI", *(f"{r.relative_clean.low:.2f}\u2013{r.relative_clean.high:.2f}" for r in results))
+    t.add_row("mCA / FP twin", *("-" if r.relative_fp is None else f"{r.relative_fp.value:.3f}" for r in results))
+    t.add_row("  95% CI", *("-" if r.relative_fp is None else f"{r.relative_fp.low:.2f}\u2013{r.relative_fp.high:.2f}"
+                            for r in results))
+    if first.source == "regenerated":
+        t.caption = ("regenerated CIFAR-10-C (arbibench generator, seed "
+                     f"{first.generator_seed}): not the official files; mCA = mean accuracy over the "
+                     f"{len(first.protocol.corruptions) * len(first.protocol.severities)} cells")
+    return t
