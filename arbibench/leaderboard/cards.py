@@ -290,21 +290,30 @@ def parse_card(path: Path, data: Any) -> ModelCard:
     )
 
 
-def load_card(path: Path) -> ModelCard:
-    """Read and check one card file."""
+#: The ``threat_model`` of RobustBench's common-corruptions cards; they have their own leaderboard
+#: (:mod:`arbibench.leaderboard.corruptions`) and are left out of the attack leaderboards.
+CORRUPTIONS_THREAT = "corruptions"
+
+
+def read_card_json(path: Path) -> Any:
+    """The decoded JSON of a card file; :class:`CardError` for text that is not UTF-8 JSON."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise CardError(path, None, f"is not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise CardError(path, None, f"is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
-    return parse_card(path, data)
 
 
-def load_cards(model_info: Path) -> list[ModelCard]:
-    """All cards under ``model_info`` (any depth, ``*.json``, not hidden), checked; names unique per leaderboard."""
+def load_card(path: Path) -> ModelCard:
+    """Read and check one card file."""
+    return parse_card(path, read_card_json(path))
+
+
+def card_files(model_info: Path) -> list[Path]:
+    """Every card file under ``model_info`` (any depth, ``*.json``, not hidden); one clear error if there is none."""
     model_info = Path(model_info)
     if not model_info.exists():
         raise LeaderboardError(
@@ -320,7 +329,16 @@ def load_cards(model_info: Path) -> list[ModelCard]:
     )
     if not files:
         raise LeaderboardError(f"no model cards (*.json) under {model_info}: run the protocol runner first")
-    cards = [load_card(p) for p in files]
+    return files
+
+
+def load_cards(model_info: Path) -> list[ModelCard]:
+    """All attack cards under ``model_info`` (corruptions cards are read by
+    :func:`arbibench.leaderboard.corruptions.load_corruption_cards`), checked; names unique per leaderboard."""
+    files = card_files(model_info)
+    decoded = [(p, read_card_json(p)) for p in files]
+    cards = [parse_card(p, d) for p, d in decoded
+             if not (isinstance(d, dict) and d.get("threat_model") == CORRUPTIONS_THREAT)]
     seen: dict[tuple[str, str, str], Path] = {}
     for card in cards:
         key = (*card.group, card.name)

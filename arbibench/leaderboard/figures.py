@@ -231,7 +231,7 @@ def write_figures(boards: list[Board], folder: Path, formats: tuple[str, ...]) -
         made: list[tuple[str, Figure | None, str, str | None]] = [
             ("acc_vs_rs", acc_vs_rs(boards, colours), "Clean accuracy against RS; dotted lines join a binarized "
              "model to its full-precision twin. Up and to the right is better.", None)
-        ]
+        ] if boards else []  # a site of corruptions cards alone has no attack leaderboard
         for board in boards:
             made.append((f"heatmap_{board.key}", heatmap(board), "ACC_norm per attack: the share of clean "
                          "accuracy that survives each attack (1 = untouched, 0 = broken).", board.key))

@@ -230,9 +230,16 @@ aria-label="Search the {esc(board.title)} leaderboard" data-table="{table_id}">\
 </section>"""
 
 
-def index_html(boards: list[Board], figures: list[FigureFile], n_cards: int, version: str) -> str:
-    """The leaderboard page: one sortable, searchable table per (dataset, threat model), then the figures."""
+def index_html(
+    boards: list[Board], figures: list[FigureFile], n_cards: int, version: str, corruptions: str = "",
+    corruption_boards: tuple[tuple[str, str], ...] = (),
+) -> str:
+    """The leaderboard page: one sortable, searchable table per (dataset, threat model), then the figures.
+
+    ``corruptions`` is the HTML of the common-corruptions panels, ``corruption_boards`` their (anchor, title) pairs.
+    """
     nav = "".join(f"<a href=\"#{esc(b.key)}\">{esc(b.title)}</a>" for b in boards)
+    nav += "".join(f"<a href=\"#{esc(key)}\">{esc(title)}</a>" for key, title in corruption_boards)
     overview = "".join(_figure(f) for f in figures if f.board is None)
     sections = "\n".join(_board_section(b, figures) for b in boards)
     body = f"""<header class="top"><div class="wrap">
@@ -243,6 +250,7 @@ black-box attacks; RS (robustness score) sums, over the attacks, the share of cl
 </div></header>
 <main class="wrap">
 {sections}
+{corruptions}
 <section class="panel" id="overview"><h2>Accuracy against robustness</h2>
 <p class="lede">Every leaderboard at a glance.</p><div class="figs">{overview}</div></section>
 <section class="panel" id="metrics"><h2>Metrics</h2><dl class="metrics">

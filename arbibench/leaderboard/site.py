@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arbibench.leaderboard.cards import LeaderboardError, load_cards
+from arbibench.leaderboard.corruptions import corruption_section, load_corruption_cards, write_corruption_figures
 from arbibench.leaderboard.examples import write_examples
 from arbibench.leaderboard.figures import FigureFile, parse_formats, write_figures
 from arbibench.leaderboard.pages import index_html, model_href, model_html
-from arbibench.leaderboard.ranking import Board, build_boards
+from arbibench.leaderboard.ranking import DATASET_NAMES, Board, build_boards
 
 MARKER = ".arbibench-site"
 
@@ -60,10 +61,14 @@ def _check_replaceable(out: Path) -> None:
         )
 
 
-def _write_site(root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int) -> BuildReport:
+def _write_site(
+    root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int, corruption_cards: list | None = None,
+) -> BuildReport:
     from arbibench import __version__
 
     figures: list[FigureFile] = write_figures(boards, root / "figures", formats)
+    corruption_cards = corruption_cards or []
+    figures += write_corruption_figures(corruption_cards, root / "figures", formats)
     pages = []
     for board in boards:
         classes = _class_names(board.dataset)
@@ -76,7 +81,10 @@ def _write_site(root: Path, boards: list[Board], formats: tuple[str, ...], n_car
             page.with_suffix(".json").write_text(json.dumps(card.raw, indent=2) + "\n", encoding="utf-8")
             pages.append(page)
     index = root / "index.html"
-    index.write_text(index_html(boards, figures, n_cards, __version__), encoding="utf-8")
+    corruption_boards = tuple((f"{d}_corruptions", f"{DATASET_NAMES.get(d, d)} \u00b7 corruptions")
+                              for d in sorted({c.dataset for c in corruption_cards}))
+    index.write_text(index_html(boards, figures, n_cards, __version__, corruption_section(corruption_cards, figures),
+                                corruption_boards), encoding="utf-8")
     (root / MARKER).write_text("built by arbibench leaderboard build; safe to delete with the site\n")
     written = [root / f"{f.stem}.{fmt}" for f in figures for fmt in f.formats]
     return BuildReport(root, n_cards, [b.key for b in boards], written, [index, *pages])
@@ -102,6 +110,7 @@ def build_site(model_info: Path | str, out: Path | str, formats: str | tuple[str
     """Read the cards under ``model_info`` and write the site to ``out`` (replacing an earlier build there)."""
     fmts = parse_formats(formats)
     cards = load_cards(Path(model_info))
+    corruption_cards = load_corruption_cards(Path(model_info))
     out = Path(out).absolute()
     _check_replaceable(out)
     boards = build_boards(cards)
@@ -109,7 +118,7 @@ def build_site(model_info: Path | str, out: Path | str, formats: str | tuple[str
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
     try:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a served site must be readable
-        report = _write_site(tmp, boards, fmts, len(cards))
+        report = _write_site(tmp, boards, fmts, len(cards) + len(corruption_cards), corruption_cards)
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
