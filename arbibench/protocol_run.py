@@ -24,8 +24,8 @@ from arbibench.evaluation.benchmark import load_dataset
 from arbibench.evaluation.checks import gradient_free_beats_gradient
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean
-from arbibench.evaluation.result import query_summary
 from arbibench.evaluation.min_perturbation import minimal_perturbation
+from arbibench.evaluation.result import query_summary
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore, hash_indices
 from arbibench.protocol import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
@@ -62,8 +62,8 @@ class ModelEvaluation:
     n_examples: dict[str, int]
     sweep: list[dict] = field(default_factory=list)
     seconds: float = 0.0
-
     eps_star: dict | None = None  # MinimalPerturbation.to_dict() on the black-box images
+
     def family(self, family: str) -> list[AttackOutcome]:
         return [a for a in self.attacks if a.family == family]
 
@@ -152,7 +152,6 @@ def run_model(
         free = gradient_free_beats_gradient(acc_black, [a.name for a in attacks if a.family == BLACK_BOX])
         if free is not None:
             flags[free.name] = free.message
-    sweep_rows = (
     eps_star = None
     if sweep and protocol.eps_star_attacks and BLACK_BOX in subsets:
         x, y, idx = subsets[BLACK_BOX]
@@ -162,6 +161,7 @@ def run_model(
             dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
             device=device, progress=progress, console=console,
         ).to_dict()
+    sweep_rows = (
         run_sweep(
             model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir
         )
@@ -182,8 +182,8 @@ def run_model(
         n_examples={f: len(subsets[f][2]) for f in outcomes},
         sweep=sweep_rows,
         seconds=time.perf_counter() - t0,
-    )
         eps_star=eps_star,
+    )
 
 
 def _worst_case_on_black_box(outcomes: dict[str, dict], subsets: dict) -> tuple[float, dict[str, float]]:
