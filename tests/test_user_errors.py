@@ -248,11 +248,18 @@ API_CASES: list[tuple[str, Callable[[dict], object], type[Exception], str]] = [
 ]
 
 
+@pytest.fixture(scope="module")
+def four_images(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y, _ = load_cifar10(4, data_dir=data_dir)
+    return x, y
+
+
 @pytest.mark.parametrize(("call", "error", "words"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
 def test_api_bad_input_is_one_clear_error(
-    call: Callable[[dict], object], error: type[Exception], words: str, data_dir: Path, tmp_path: Path
+    call: Callable[[dict], object], error: type[Exception], words: str, data_dir: Path, tmp_path: Path,
+    four_images: tuple[torch.Tensor, torch.Tensor],
 ) -> None:
-    x, y, _ = load_cifar10(4, data_dir=data_dir)
+    x, y = four_images
     context = {"store": tmp_path / "s.db", "data_dir": data_dir, "x": x, "y": y, "tmp": tmp_path}
     with pytest.raises(error) as info:
         call(context)

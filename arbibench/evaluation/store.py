@@ -108,7 +108,7 @@ def _store_errors(path: Path, action: str) -> Iterator[None]:
         elif "readonly" in text or "read-only" in text or "unable to open" in text:
             cause = "the file or its folder is not writable; fix the permissions or pass another --store"
         elif "locked" in text or "busy" in text:
-            cause = (f"another process held its write lock for more than {BUSY_TIMEOUT_S:.0f} s; wait for it to "
+            cause = (f"another process held its write lock for more than {BUSY_TIMEOUT_S:g} s; wait for it to "
                      "finish or use another --store")
         else:
             cause = "pass another --store, or move this file away"

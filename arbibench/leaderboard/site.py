@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from arbibench.faults import fault_point
 from arbibench.leaderboard.cards import LeaderboardError, load_cards
 from arbibench.leaderboard.corruptions import corruption_section, load_corruption_cards, write_corruption_figures
 from arbibench.leaderboard.examples import write_examples
@@ -80,6 +81,7 @@ def _write_site(
             page.write_text(model_html(board, ranked, examples, classes, figures), encoding="utf-8")
             page.with_suffix(".json").write_text(json.dumps(card.raw, indent=2) + "\n", encoding="utf-8")
             pages.append(page)
+            fault_point("site.page")  # crash tests kill here, the site half written (arbibench.faults)
     index = root / "index.html"
     corruption_boards = tuple((f"{d}_corruptions", f"{DATASET_NAMES.get(d, d)} \u00b7 corruptions")
                               for d in sorted({c.dataset for c in corruption_cards}))
@@ -96,6 +98,7 @@ def _swap_in(tmp: Path, out: Path) -> None:
     if out.exists():
         old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
         out.rename(old)
+    fault_point("site.swap")  # crash tests kill here: old site aside, new one not in place (arbibench.faults)
     try:
         tmp.rename(out)
     except OSError:
@@ -104,6 +107,30 @@ def _swap_in(tmp: Path, out: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Delete what a killed build left beside ``out``: its temporary folder, or the old site moved aside.
+
+    A build's temporary folder carries its process id, so only folders of processes no longer alive are removed
+    (a build running at the same time keeps its own).
+    """
+    for leftover in out.parent.glob(f".{out.name}.*"):
+        kind, _, rest = leftover.name[len(out.name) + 2 :].partition("-")
+        if kind == "old":
+            shutil.rmtree(leftover, ignore_errors=True)
+        elif kind == "building" and rest.partition("-")[0].isdigit() and not _alive(int(rest.partition("-")[0])):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def build_site(model_info: Path | str, out: Path | str, formats: str | tuple[str, ...] = ("png", "svg")) -> BuildReport:
@@ -115,7 +142,8 @@ def build_site(model_info: Path | str, out: Path | str, formats: str | tuple[str
     _check_replaceable(out)
     boards = build_boards(cards)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    _remove_leftovers(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-{os.getpid()}-", dir=out.parent))
     try:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a served site must be readable
         report = _write_site(tmp, boards, fmts, len(cards) + len(corruption_cards), corruption_cards)
