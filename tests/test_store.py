@@ -29,9 +29,10 @@ def test_commit_and_read_back(tmp_path):
 def test_a_batch_is_never_counted_twice(tmp_path):
     with ResultStore(tmp_path / "r.db") as store:
         key = store.register("m", "model", "pgd", {})
-        store.commit_batch(key, 0, [1, 2], [True, True], [True, False], [0, 0])
-        with pytest.raises(sqlite3.IntegrityError):
-            store.commit_batch(key, 0, [1, 2], [True, True], [True, False], [0, 0])
+        assert store.commit_batch(key, 0, [1, 2], [True, True], [True, False], [0, 0])
+        # the same batch again (another process on this store got there first): kept, not written twice
+        assert store.commit_batch(key, 0, [1, 2], [True, True], [True, False], [0, 0]) is False
+        assert store.outcomes(key).sample_index.tolist() == [1, 2]
         with pytest.raises(sqlite3.IntegrityError):  # same samples under another batch number
             store.commit_batch(key, 1, [2, 3], [True, True], [True, True], [0, 0])
         # the failed transaction left nothing behind: batch 1 and sample 3 are absent
