@@ -11,7 +11,7 @@ death as ``kill -9`` or the OOM killer, with no cleanup, no ``finally`` and no a
 syntax) with ``ARBIBENCH_PAUSE_DIR=<dir>`` instead makes it stop there: it creates ``<dir>/paused`` and blocks
 opening the FIFO ``<dir>/resume`` until the test opens it for writing (two writers racing for one batch are
 tested this way). Outside tests the variables are unset and a fault point costs two dictionary lookups. The
-points (``tests/test_faults.py`` stops processes at each):
+points (``tests/test_faults.py`` stops processes at all but ``train.export``):
 
 ================================  ==================================================================================
 ``store.commit.before``           a batch is computed, its transaction not begun
