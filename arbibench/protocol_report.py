@@ -14,6 +14,19 @@ def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
 
+def _eps_star_text(summary: dict | None) -> str:
+    """Median eps* with its 95% interval, in 1/255 for Linf budgets; ``-`` when the run computed none."""
+    if summary is None:
+        return "-"
+    scale, unit = (255.0, "/255") if summary["norm"] == "Linf" else (1.0, "")
+
+    def one(v: float | None) -> str:
+        return "inf" if v is None else f"{v * scale:.2f}{unit}"
+
+    lo, hi = summary["median_eps_star_ci95"]
+    return f"{one(summary['median_eps_star'])} [{one(lo)}, {one(hi)}]"
+
+
 def model_table(r: ModelEvaluation) -> Table:
     """Per attack: family, ACC*, its 95% interval, ACC_norm and median queries; RS and worst case in the caption."""
     p = r.protocol
@@ -31,14 +44,19 @@ def model_table(r: ModelEvaluation) -> Table:
                   f"{_pct(a.interval[0])}–{_pct(a.interval[1])}", f"{a.acc_norm:.3f}", q)
     parts = [f"RS {f} {r.rs[f]:.3f} (mean {r.rs_mean[f]:.3f})" for f in (*FAMILIES, ALL) if f in r.rs]
     worst = [f"worst case {f} {_pct(v)}" for f, v in r.worst_case.items()]
-    t.caption = "; ".join(parts + worst)
+    eps_star = [] if r.eps_star is None else [
+        f"median eps* ({', '.join(r.eps_star['attacks'])}, {r.eps_star['n_examples']} black-box images) "
+        f"{_eps_star_text(r.eps_star)}"
+    ]
+    t.caption = "; ".join(parts + worst + eps_star)
     return t
 
 
 def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Table:
     """One row per model: ACC, RS and RS_mean per family and overall, worst case, flags."""
     t = Table(title=f"protocol {protocol.label}: {protocol.dataset}, {protocol.threat_model} eps {protocol.eps_text}")
-    cols = ("model", "ACC", "RS white", "RS black", "RS all", "RS_mean all", "worst case", "flags")
+    cols = ("model", "ACC", "RS white", "RS black", "RS all", "RS_mean all", "AutoAttack", "median eps*", "worst case",
+            "flags")
     width = max((len(r.model_name) for r in results), default=5)
     for col in cols:
         t.add_column(col, justify="left" if col in ("model", "flags") else "right",
@@ -51,6 +69,8 @@ def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Tab
             f"{r.rs.get(BLACK_BOX, 0.0):.3f}",
             f"{r.rs.get(ALL, 0.0):.3f}",
             f"{r.rs_mean.get(ALL, 0.0):.3f}",
+            next((_pct(a.acc_star) for a in r.attacks if a.name == "autoattack"), "-"),
+            _eps_star_text(r.eps_star),
             _pct(r.worst_case.get(ALL, r.worst_case.get(WHITE_BOX, 0.0))),
             ", ".join(r.flags) or "-",
         )

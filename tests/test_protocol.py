@@ -177,3 +177,18 @@ def test_cli_run_rejects_unknown_models_before_work(tmp_path):
     )
     assert res.exit_code == 2 and "unknown model 'nope'" in res.output
     assert not (tmp_path / "mi").exists()
+
+
+def test_tables_show_autoattack_and_eps_star(tiny_run, tiny_protocol):
+    from rich.console import Console
+
+    from arbibench.protocol_report import model_table, summary_table
+
+    console = Console(width=260, record=True)
+    console.print(summary_table(tiny_run[0], tiny_protocol))
+    console.print(model_table(tiny_run[0][0]))
+    text = console.export_text()
+    assert "AutoAttack" in text and "median eps*" in text
+    fp = tiny_run[0][0].eps_star
+    median = "inf" if fp["median_eps_star"] is None else f"{fp['median_eps_star'] * 255:.2f}/255"
+    assert median in text
