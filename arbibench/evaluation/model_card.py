@@ -83,6 +83,21 @@ def write_json_atomic(obj: dict, path: Path) -> Path:
     return replace_atomically(path, path.with_name(path.name + ".tmp"), lambda t: t.write_text(text), "card.write")
 
 
+def robustbench_header(name: str, dataset: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The identity fields every card starts with, in RobustBench's names (``meta`` from :func:`method_metadata`)."""
+    return {
+        "card_version": CARD_VERSION,
+        "name": name,
+        "link": None,
+        "authors": meta.get("authors"),
+        "additional_data": False,
+        "number_forward_passes": 1,
+        "dataset": dataset,
+        "venue": meta.get("venue"),
+        "architecture": meta.get("architecture"),
+    }
+
+
 def protocol_card(result: Any) -> dict[str, Any]:
     """The card of one :class:`~arbibench.protocol_run.ModelEvaluation`."""
     from arbibench.protocol import WHITE_BOX
@@ -94,15 +109,7 @@ def protocol_card(result: Any) -> dict[str, Any]:
     notes = list(p.notes)
     unreliable = bool(result.flags)
     card = {
-        "card_version": CARD_VERSION,
-        "name": result.model_name,
-        "link": None,
-        "authors": meta.get("authors"),
-        "additional_data": False,
-        "number_forward_passes": 1,
-        "dataset": p.dataset,
-        "venue": meta.get("venue"),
-        "architecture": meta.get("architecture"),
+        **robustbench_header(result.model_name, p.dataset, meta),
         "eps": p.eps,
         "eps_text": p.eps_text,
         "threat_model": p.threat_model,
@@ -271,15 +278,7 @@ def benchmark_card(result: Any) -> dict[str, Any]:
     rs["all"], rs_mean["all"] = round(d["rs"], 4), round(d["rs_mean"], 4)
     auto = attacks.get("autoattack")
     return {
-        "card_version": CARD_VERSION,
-        "name": result.model_name,
-        "link": None,
-        "authors": meta.get("authors"),
-        "additional_data": False,
-        "number_forward_passes": 1,
-        "dataset": result.dataset,
-        "venue": meta.get("venue"),
-        "architecture": meta.get("architecture"),
+        **robustbench_header(result.model_name, result.dataset, meta),
         "eps": result.eps,
         "eps_text": format_eps(result.eps),
         "threat_model": result.threat_model,
@@ -330,15 +329,7 @@ def corruption_card(result: Any) -> dict[str, Any]:
                    if regenerated else "official CIFAR-10-C files")
     notes = [source_note, *p.notes] + [f"flag {k}" for k in result.flags]
     return {
-        "card_version": CARD_VERSION,
-        "name": result.model_name,
-        "link": None,
-        "authors": meta.get("authors"),
-        "additional_data": False,
-        "number_forward_passes": 1,
-        "dataset": p.dataset,
-        "venue": meta.get("venue"),
-        "architecture": meta.get("architecture"),
+        **robustbench_header(result.model_name, p.dataset, meta),
         "eps": None,
         "threat_model": p.threat_model,
         "clean_acc": _pct(result.clean.value),
