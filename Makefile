@@ -34,15 +34,24 @@ demo: $(STAMP)
 	$(VENV)/bin/arbibench protocol run cifar10 --quick --models all --store $(DEMO_STORE) --model-info model_info
 	$(VENV)/bin/arbibench leaderboard build --model-info model_info --out site --format png,svg
 
-# Trains the ResNet-20 CIFAR-10 BNN zoo with the two-step distillation recipe (the shipped resnet20_fp is teacher and
-# starting point) on this machine's CPU, one model after the other with 2 threads; each run resumes from its last
-# finished epoch in $(ZOO_RUNS)/ (kept in git, so the queue resumes on the next machine too), then exports checkpoint
-# + model card into the package (then put its sha256 in models/zoo.py). A model whose card holds the kd recipe is done.
+# Trains the ResNet-20 CIFAR-10 zoo on this machine's CPU, one model after the other with 2 threads: first the
+# adversarially trained models (--recipe at: resnet20_fp_at, then BNNs distilled from it), then the BNNs of the
+# two-step distillation recipe (the shipped resnet20_fp is teacher and starting point). Each run resumes from its last
+# finished epoch in $(ZOO_RUNS)/ (commit it to carry an unfinished queue to another machine), then exports checkpoint
+# + model card into the package (then put its sha256 in models/zoo.py). A model whose card holds its recipe is done.
+ZOO_AT_METHODS ?= fp bireal reactnet
 ZOO_METHODS ?= bireal irnet reactnet xnorpp bnn xnor dorefa
 ZOO_RUNS ?= zoo_runs
+CHECKPOINTS = arbibench/models/checkpoints
 zoo: $(STAMP)
+	for m in $(ZOO_AT_METHODS); do \
+		if grep -q '"adversarial": "fgsm_rs"' $(CHECKPOINTS)/resnet20_$${m}_at.json 2>/dev/null; then \
+			echo "resnet20_$${m}_at: done"; continue; fi; \
+		OMP_NUM_THREADS=2 $(VENV)/bin/arbibench train --arch resnet20 --method $$m --recipe at --out $(ZOO_RUNS) \
+			--export || exit 1; \
+	done
 	for m in $(ZOO_METHODS); do \
-		if grep -q '"teacher": "resnet20_fp"' arbibench/models/checkpoints/resnet20_$$m.json 2>/dev/null; then \
+		if grep -q '"teacher": "resnet20_fp"' $(CHECKPOINTS)/resnet20_$$m.json 2>/dev/null; then \
 			echo "resnet20_$$m: done"; continue; fi; \
 		OMP_NUM_THREADS=2 $(VENV)/bin/arbibench train --arch resnet20 --method $$m --recipe kd --out $(ZOO_RUNS) \
 			--export || exit 1; \

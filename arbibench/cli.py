@@ -42,10 +42,14 @@ def train(
         "finetune",
         "--recipe",
         help="finetune: cross-entropy from the FP twin's weights; kd: few-epoch two-step distillation from the FP "
-        "twin (binary activations first, then binary weights; ReActNet's distributional loss; BatchNorm re-estimated).",
+        "twin (binary activations first, then binary weights; ReActNet's distributional loss); at: fast adversarial "
+        "training at Linf 8/255 (FGSM from a random start) into <arch>_<method>_at, a BNN distilled from "
+        "<arch>_fp_at, PGD-10 checked after every epoch.",
     ),
     epochs: int | None = typer.Option(None, help="Epochs; default: the method's CPU recipe."),
-    out: Path = typer.Option(Path("runs"), help="Folder for run folders; the run goes to OUT/<arch>_<method>."),
+    out: Path = typer.Option(
+        Path("runs"), help="Folder for run folders; the run goes to OUT/<arch>_<method> (OUT/<arch>_<method>_at)."
+    ),
     init_from: str | None = typer.Option(
         None, help="Zoo model name or safetensors file whose matching tensors initialise the model."
     ),
@@ -64,7 +68,7 @@ def train(
     """
     from arbibench.faults import fault_point
     from arbibench.models.zoo import export_checkpoint
-    from arbibench.train import default_recipe
+    from arbibench.train import AT_SUFFIX, default_recipe
     from arbibench.train import train as run_training
 
     try:
@@ -78,19 +82,20 @@ def train(
         recipe.lr = lr
     if init_from is not None:
         recipe.init_from = str(init_from)
-    run_dir = out / f"{arch}_{method}"
+    name = f"{arch}_{method}{AT_SUFFIX if recipe.adversarial else ''}"
+    run_dir = out / name
     try:
         summary = run_training(recipe, run_dir, data_dir, log=console.log)
     except USER_ERRORS as e:
         _fail(e)
     console.print(
-        f"[bold]{arch}_{method}[/]: clean accuracy {summary['clean_acc']:.4f} on the 10,000 test images "
+        f"[bold]{name}[/]: clean accuracy {summary['clean_acc']:.4f} on the 10,000 test images "
         f"({summary['train_time_s'] / 60:.1f} min of training)"
     )
     if export:
         fault_point("train.export")  # crash tests kill here (arbibench.faults)
         try:
-            card = export_checkpoint(run_dir, f"{arch}_{method}", zoo_dir)
+            card = export_checkpoint(run_dir, name, zoo_dir)
         except USER_ERRORS as e:
             _fail(e)
         console.print(f"exported {card}")

@@ -29,6 +29,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from arbibench.attacks.pgd import PGD
+from arbibench.attacks.threat import Linf
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.faults import fault_point
 from arbibench.models.architectures import build_model
@@ -65,6 +67,16 @@ class Recipe:
     step1_epochs: int = 0
     clip_latent_weights: bool = False  # clamp latent binary weights to [-1, 1] after each step (clipped-STE kernels)
     bn_recalibration_batches: int = 0  # re-estimate BatchNorm statistics on this many training batches at the end
+    # Adversarial training: "fgsm_rs" trains on FGSM examples from a uniform random start in the Linf ball (Wong et
+    # al., 2020, "Fast is better than free"), step adv_step; with a teacher, the student's loss on the adversarial
+    # image is distilled from the teacher's logits on the clean one (Goldblum et al., 2020, ARD). None: clean images.
+    adversarial: str | None = None
+    adv_eps: float = 8 / 255
+    adv_step: float = 10 / 255
+    # Catastrophic-overfitting check: after each epoch, PGD-10 accuracy (eps adv_eps) on the last N test images (never
+    # the ones the protocol evaluates first). A drop below half the best epoch's value stops the run and keeps the
+    # best epoch's weights (Wong et al.'s early stopping). 0: no check.
+    robust_check_images: int = 0
 
 
 # Recipes that fit in ~45 minutes on a 2-core CPU; ``paper=True`` gives the long schedules for users with a GPU.
@@ -108,7 +120,29 @@ PAPER_EPOCHS = {"fp": 200, "bnn": 400, "xnor": 400, "dorefa": 400, "bireal": 400
                 "xnorpp": 400}
 
 
-RECIPE_KINDS = ("finetune", "kd")
+# Fast adversarial training (``--recipe at``), Linf 8/255, from the standard model of the same method: the FP model
+# with SGD and a one-cycle schedule (Wong et al. train 15 epochs from scratch; starting from the trained FP model
+# needs fewer); a BNN with the two-step distillation recipe whose teacher and starting point are the adversarially
+# trained FP twin.
+AT_FP_EPOCHS, AT_BNN_EPOCHS, AT_BNN_STEP1_EPOCHS = 8, 5, 1
+AT_CHECK_IMAGES = 500
+AT_SUFFIX = "_at"  # zoo names of adversarially trained models: <arch>_<method>_at
+ADVERSARIAL_KINDS = ("fgsm_rs",)
+
+
+def at_recipe(method: str, arch: str = "resnet20") -> Recipe:
+    """Fast adversarial training at Linf 8/255 for ``method``; a BNN distils from the adversarially trained FP twin."""
+    common = {"adversarial": "fgsm_rs", "adv_eps": 8 / 255, "adv_step": 10 / 255,
+              "robust_check_images": AT_CHECK_IMAGES}
+    if not get_method(method).is_binary:
+        return Recipe(arch=arch, method=method, epochs=AT_FP_EPOCHS, optimizer="sgd", lr=0.1, weight_decay=5e-4,
+                      schedule="onecycle", warmup_fraction=0.3, init_from=f"{arch}_{method}", **common)
+    twin = f"{arch}_fp{AT_SUFFIX}"
+    return replace(kd_recipe(method, arch), epochs=AT_BNN_EPOCHS, step1_epochs=AT_BNN_STEP1_EPOCHS, init_from=twin,
+                   teacher=twin, **common)
+
+
+RECIPE_KINDS = ("finetune", "kd", "at")
 
 
 def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") -> Recipe:
@@ -118,6 +152,8 @@ def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") 
         raise ValueError(f"unknown recipe {kind!r}; known: {', '.join(RECIPE_KINDS)}")
     if kind == "kd":
         r = kd_recipe(method)
+    elif kind == "at":
+        r = at_recipe(method)
     else:
         r = Recipe(**asdict(RECIPES[method])) if method in RECIPES else Recipe(method=method)
     if paper:
@@ -192,11 +228,21 @@ def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, batch_size: i
 
 
 def _init_checkpoint(spec: str) -> Path:
-    """A zoo model name resolves to its sha256-verified shipped checkpoint; anything else is a file path."""
-    from arbibench.models.zoo import ZOO, verified_checkpoint
+    """A zoo model name resolves to its sha256-verified shipped checkpoint; anything else is a file path.
+
+    A model exported into the zoo folder but not yet registered (the queue of ``make zoo`` trains the adversarially
+    trained BNNs from ``resnet20_fp_at`` right after exporting it) is verified against its card's sha256.
+    """
+    from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, sha256_file, verified_checkpoint
 
     if spec in ZOO:
         return verified_checkpoint(ZOO[spec])
+    exported, card = CHECKPOINT_DIR / f"{spec}.safetensors", CHECKPOINT_DIR / f"{spec}.json"
+    if exported.is_file() and card.is_file():
+        expected = json.loads(card.read_text()).get("sha256")
+        if sha256_file(exported) != expected:
+            raise ChecksumError(f"{exported} does not match the sha256 in {card}; export it again")
+        return exported
     if not Path(spec).is_file():
         raise FileNotFoundError(f"{spec!r} is neither a zoo model name nor an existing checkpoint file")
     return Path(spec)
@@ -252,6 +298,28 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     return -(F.softmax(teacher_logits, dim=1) * F.log_softmax(student_logits, dim=1)).sum(dim=1).mean()
 
 
+def fgsm_random_start(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float, step: float, gen: torch.Generator
+) -> torch.Tensor:
+    """Wong et al.'s training example: one signed-gradient step of size ``step`` from a uniform start in the Linf
+    ball, projected back onto the ball and [0, 1]. The model stays in its current (training) mode, as in the paper.
+    """
+    delta = (torch.rand(x.shape, generator=gen) * 2 - 1).mul_(eps)
+    delta = ((x + delta).clamp_(0, 1) - x).requires_grad_(True)
+    (grad,) = torch.autograd.grad(F.cross_entropy(model(x + delta), y), delta)
+    delta = (delta.detach() + step * grad.sign()).clamp_(-eps, eps)
+    return (x + delta).clamp_(0, 1)
+
+
+def robust_check(model: nn.Module, x: np.ndarray, y: np.ndarray, eps: float, seed: int = 0) -> float:
+    """PGD-10 accuracy at Linf ``eps`` of the deployed (eval-mode) model: the catastrophic-overfitting check."""
+    model.eval()
+    xb, yb = torch.from_numpy(x).float().div_(255), torch.from_numpy(y).long()
+    x_adv = PGD(steps=10)(model, xb, yb, Linf(eps), torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return (model(x_adv).argmax(1) == yb).float().mean().item()
+
+
 @torch.no_grad()
 def recalibrate_batchnorm(model: nn.Module, images: torch.Tensor, batch_size: int = 128) -> None:
     """Re-estimate every BatchNorm's running statistics as the plain average over ``images`` (uint8 NCHW).
@@ -273,6 +341,20 @@ def recalibrate_batchnorm(model: nn.Module, images: torch.Tensor, batch_size: in
     model.eval()
 
 
+def catastrophic_overfitting_check(recipe: Recipe, history: list[dict], n_images: int) -> dict:
+    """The card's record of the check: PGD-10 accuracy per epoch, and whether training stopped on a collapse."""
+    accs = [h["pgd10_acc"] for h in history]
+    return {
+        "attack": "pgd (10 steps, step eps/4, random start), eval mode",
+        "eps": recipe.adv_eps,
+        "images": f"the last {n_images} CIFAR-10 test images",
+        "pgd10_acc_per_epoch": accs,
+        "best_epoch": 1 + max(range(len(accs)), key=accs.__getitem__),
+        "catastrophic_overfitting": any(h.get("catastrophic_overfitting") for h in history),
+        "rule": "stop when PGD-10 accuracy falls below half of the best epoch's; keep the best epoch's weights",
+    }
+
+
 def train(
     recipe: Recipe,
     out_dir: str | Path,
@@ -288,6 +370,8 @@ def train(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state_json = out / "state.json"
+    if recipe.adversarial is not None and recipe.adversarial not in ADVERSARIAL_KINDS:
+        raise ValueError(f"unknown adversarial training {recipe.adversarial!r}; known: {', '.join(ADVERSARIAL_KINDS)}")
     if recipe.step1_epochs and not 0 < recipe.step1_epochs < recipe.epochs:
         raise ValueError(
             f"step1_epochs must be between 1 and epochs - 1 = {recipe.epochs - 1}, got {recipe.step1_epochs}"
@@ -315,10 +399,14 @@ def train(
         model.load_state_dict(load_file(str(out / "model.safetensors")))
         _load_optimizer(opt, load_file(str(out / "optimizer.safetensors")), meta["optimizer"])
         start_epoch, history, elapsed = meta["epoch"] + 1, meta["history"], meta["elapsed_s"]
+        if meta.get("stopped_early"):
+            start_epoch = recipe.epochs
         log(f"resuming {out} at epoch {start_epoch + 1}/{recipe.epochs}")
 
     x_train, y_train = read_cifar10_arrays("train", data_dir)
     x_test, y_test = read_cifar10_arrays("test", data_dir)
+    n_check = recipe.robust_check_images
+    x_check, y_check = x_test[len(y_test) - n_check :], y_test[len(y_test) - n_check :]
     x_test, y_test = x_test[:eval_examples], y_test[:eval_examples]
     if recipe.train_examples is not None:
         x_train, y_train = x_train[: recipe.train_examples], y_train[: recipe.train_examples]
@@ -360,7 +448,10 @@ def train(
                 yb = yt[idx]
                 for g in opt.param_groups:
                     g["lr"] = learning_rate(recipe, (epoch - stage_start) * steps_per_epoch + s, stage_total)
-                logits = model(xb)
+                x_in = xb
+                if recipe.adversarial is not None:
+                    x_in = fgsm_random_start(model, xb, yb, recipe.adv_eps, recipe.adv_step, gen)
+                logits = model(x_in)
                 if teacher is None:
                     loss = F.cross_entropy(logits, yb)
                 else:
@@ -381,7 +472,6 @@ def train(
                 seen += len(yb)
                 progress.update(task, advance=1, info=f"loss {loss_sum / seen:.3f} acc {correct / seen:.3f}")
             test_acc = evaluate(model, x_test[:1000], y_test[:1000])  # a quick look; the card uses all
-            elapsed += time.time() - t0
             history.append(
                 {
                     "epoch": epoch + 1,
@@ -390,6 +480,20 @@ def train(
                     "test_acc_1000": test_acc,
                 }
             )
+            stopped_early = False
+            if n_check:
+                pgd_acc = robust_check(model, x_check, y_check, recipe.adv_eps)
+                best = max((h["pgd10_acc"] for h in history[:-1]), default=0.0)
+                history[-1]["pgd10_acc"] = pgd_acc
+                if pgd_acc >= best:
+                    _atomic_save_tensors(model.state_dict(), out / "best.safetensors")
+                elif pgd_acc < 0.5 * best:  # catastrophic overfitting: keep the best epoch and stop
+                    model.load_state_dict(load_file(str(out / "best.safetensors")))
+                    history[-1]["catastrophic_overfitting"] = True
+                    stopped_early = True
+                    log(f"epoch {epoch + 1}: PGD-10 accuracy fell from {best:.3f} to {pgd_acc:.3f}: catastrophic "
+                        "overfitting; stopping with the best epoch's weights")
+            elapsed += time.time() - t0
             progress.update(task, info=f"loss {loss_sum / seen:.3f} acc {correct / seen:.3f} test@1000 {test_acc:.3f}")
             opt_tensors, opt_meta = _optimizer_tensors(opt)
             _atomic_save_tensors(model.state_dict(), out / "model.safetensors")
@@ -401,10 +505,13 @@ def train(
                     "history": history,
                     "elapsed_s": elapsed,
                     "optimizer": opt_meta,
+                    "stopped_early": stopped_early,
                 },
                 state_json,
             )
             log(f"epoch {epoch + 1}: {history[-1]}")
+            if stopped_early:
+                break
 
     set_training_progress(model, 1.0)  # the deployed state, the one a freshly built model starts in
     summary = {
@@ -412,6 +519,8 @@ def train(
         "history": history,
         "train_time_s": round(elapsed, 1),
     }
+    if n_check:
+        summary["robust_check"] = catastrophic_overfitting_check(recipe, history, len(y_check))
     if recipe.bn_recalibration_batches:
         before = evaluate(model, x_test, y_test)
         t0 = time.time()

@@ -33,7 +33,7 @@ def _pct(value: float | None) -> float | None:
 def method_metadata(model_name: str) -> dict[str, Any]:
     """What the zoo knows about ``model_name`` (backbone, method, paper, bit widths); empty for other models."""
     from arbibench.models.methods import get_method
-    from arbibench.models.zoo import ZOO
+    from arbibench.models.zoo import ZOO, fp_twin_name
 
     entry = ZOO.get(model_name)
     if entry is None:
@@ -41,8 +41,7 @@ def method_metadata(model_name: str) -> dict[str, Any]:
     method = get_method(entry.method)
     authors, _, rest = method.paper.partition(", ")
     venue = rest.rpartition(", ")[2] if ", " in rest else rest
-    twin = next((n for n, e in ZOO.items() if e.arch == entry.arch and e.method == "fp" and e.dataset == entry.dataset),
-                None)
+    twin = fp_twin_name(entry)
     return {
         "authors": authors,
         "venue": venue,

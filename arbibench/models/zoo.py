@@ -48,6 +48,7 @@ class ZooEntry:
     dataset: str
     sha256: str | None  # of the safetensors file; None: not shipped, the user supplies the file
     source: str | None = None  # the importer of a model imported into a user folder; None: a zoo entry
+    training: str = "standard"  # or "adversarial": its FP twin is the adversarially trained FP model
 
     @property
     def filename(self) -> str:
@@ -72,10 +73,18 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
     "xnorpp": "8c6770fbf0968c9cb8ca5f06b2cf59fed211c898494eacd3169de55953234cad",
 }
 
+# Adversarially trained at Linf 8/255 (`arbibench train --recipe at`), named <arch>_<method>_at.
+RESNET20_CIFAR10_AT_SHA256: dict[str, str] = {}
+
 ZOO: dict[str, ZooEntry] = {
     f"resnet20_{method}": ZooEntry(f"resnet20_{method}", "resnet20", method, "cifar10", sha256=sha)
     for method, sha in RESNET20_CIFAR10_SHA256.items()
 }
+ZOO.update(
+    (f"resnet20_{method}_at",
+     ZooEntry(f"resnet20_{method}_at", "resnet20", method, "cifar10", sha256=sha, training="adversarial"))
+    for method, sha in RESNET20_CIFAR10_AT_SHA256.items()
+)
 
 # ImageNet ResNet-18 for every method preset: registered, not shipped; load_model reads the user's file.
 ZOO.update(
@@ -128,6 +137,16 @@ def imported_entries(model_dir: str | os.PathLike | None = None) -> list[ZooEntr
         return []
     found = (imported_entry(p.stem, folder) for p in sorted(folder.glob("*.json")))
     return [e for e in found if e is not None and e.name not in ZOO]
+
+
+def fp_twin_name(entry: ZooEntry) -> str | None:
+    """The zoo's full-precision model with ``entry``'s backbone, dataset and training (standard or adversarial)."""
+    twins = sorted(
+        e.name
+        for e in ZOO.values()
+        if e.arch == entry.arch and e.dataset == entry.dataset and e.method == "fp" and e.training == entry.training
+    )
+    return twins[0] if twins else None
 
 
 def zoo_datasets() -> list[str]:
@@ -346,6 +365,11 @@ def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.P
     }
     if "clean_acc_before_bn_recalibration" in summary:
         card["clean_acc_before_bn_recalibration"] = summary["clean_acc_before_bn_recalibration"]
+    if recipe.get("adversarial"):
+        card["training"] = "adversarial"
+        card["threat_model"] = {"norm": "Linf", "eps": recipe["adv_eps"]}
+    if "robust_check" in summary:
+        card["robust_check"] = summary["robust_check"]
     card_path = zoo / f"{name}.json"
     card["previous_versions"] = _previous_versions(card_path, card["sha256"])
     tmp = card_path.with_name(card_path.name + ".tmp")

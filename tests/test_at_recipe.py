@@ -1,0 +1,86 @@
+"""Fast adversarial training: the FGSM-with-random-start example, the recipe, and the catastrophic-overfitting stop."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+import arbibench.train as train_module
+from arbibench.data.cifar10 import load_cifar10
+from arbibench.models.zoo import ZOO, export_checkpoint, fp_twin_name, load_model
+from arbibench.train import at_recipe, default_recipe, fgsm_random_start, train
+
+
+def test_fgsm_random_start_stays_in_the_ball_and_raises_the_loss(data_dir):
+    x, y, _ = load_cifar10(64, data_dir=data_dir)
+    model = load_model("resnet20_fp").train()
+    eps = 8 / 255
+    gen = torch.Generator().manual_seed(0)
+    x_adv = fgsm_random_start(model, x, y, eps, 10 / 255, gen)
+    assert (x_adv - x).abs().max() <= eps + 1e-6
+    assert x_adv.min() >= 0 and x_adv.max() <= 1
+    assert not x_adv.requires_grad and all(p.grad is None for p in model.parameters())
+    model.eval()
+    with torch.no_grad():
+        clean, adv = F.cross_entropy(model(x), y), F.cross_entropy(model(x_adv), y)
+    assert adv > clean + 1.0  # a real attack: an undefended model loses most of its accuracy at 8/255
+    # the draw is the generator's: same seed, same example
+    again = fgsm_random_start(model.train(), x, y, eps, 10 / 255, torch.Generator().manual_seed(0))
+    assert torch.equal(x_adv, again)
+
+
+def test_at_recipes_and_twins(tmp_path):
+    fp = default_recipe("fp", kind="at")
+    assert (fp.adversarial, fp.init_from, fp.teacher) == ("fgsm_rs", "resnet20_fp", None)
+    assert fp.adv_eps == pytest.approx(8 / 255) and fp.adv_step == pytest.approx(10 / 255)
+    assert fp.robust_check_images > 0
+    bnn = at_recipe("bireal")
+    assert (bnn.init_from, bnn.teacher) == ("resnet20_fp_at", "resnet20_fp_at")
+    assert 0 < bnn.step1_epochs < bnn.epochs and bnn.adversarial == "fgsm_rs"
+    with pytest.raises(ValueError, match="unknown adversarial"):
+        train(replace(fp, adversarial="pgd_free"), tmp_path / "run")
+    # a standard model's FP twin is the standard FP model; an adversarially trained one's, the adversarial FP model
+    assert fp_twin_name(ZOO["resnet20_bireal"]) == "resnet20_fp"
+    for name, entry in ZOO.items():
+        if entry.training == "adversarial" and entry.method != "fp":
+            assert fp_twin_name(entry) == "resnet20_fp_at", name
+
+
+def test_catastrophic_overfitting_stops_with_the_best_epoch(tmp_path, data_dir, monkeypatch):
+    """A collapse of PGD accuracy (simulated here: the check's values are fed in) stops the run, keeps the best
+    epoch's weights and is written into the summary and the card; rerunning the finished run trains nothing."""
+    recipe = replace(
+        at_recipe("fp"), epochs=3, train_examples=128, batch_size=64, robust_check_images=32
+    )
+    values = iter([0.30, 0.40, 0.10])
+    monkeypatch.setattr(train_module, "robust_check", lambda *a, **k: next(values))
+    out = tmp_path / "resnet20_fp_at"
+    summary = train(recipe, out, data_dir, log=lambda m: None, eval_examples=100)
+    check = summary["robust_check"]
+    assert check["pgd10_acc_per_epoch"] == [0.30, 0.40, 0.10]
+    assert check["catastrophic_overfitting"] and check["best_epoch"] == 2
+    best = load_file(str(out / "best.safetensors"))
+    final = load_file(str(out / "model.safetensors"))
+    assert all(torch.equal(best[k], final[k]) for k in best)
+    card = json.loads(export_checkpoint(out, "resnet20_fp_at", tmp_path / "zoo").read_text())
+    assert card["training"] == "adversarial" and card["threat_model"]["eps"] == pytest.approx(8 / 255)
+    assert card["robust_check"]["catastrophic_overfitting"]
+    # resuming a run that stopped early trains no further epoch
+    monkeypatch.setattr(train_module, "robust_check", lambda *a, **k: pytest.fail("trained again"))
+    again = train(recipe, out, data_dir, log=lambda m: None, eval_examples=100)
+    assert again["history"] == summary["history"]
+
+
+def test_a_drop_short_of_collapse_keeps_training(tmp_path, data_dir, monkeypatch):
+    recipe = replace(
+        at_recipe("fp"), epochs=2, train_examples=64, batch_size=64, robust_check_images=32
+    )
+    values = iter([0.40, 0.25])
+    monkeypatch.setattr(train_module, "robust_check", lambda *a, **k: next(values))
+    summary = train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
+    assert not summary["robust_check"]["catastrophic_overfitting"] and len(summary["history"]) == 2
