@@ -9,42 +9,12 @@ on the same images). Pure numpy, like :mod:`arbibench.evaluation.metrics`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from arbibench.evaluation.bootstrap import N_BOOTSTRAP, Estimate, bootstrap_image_means, percentile_interval
 from arbibench.evaluation.metrics import wilson_interval
 
-N_BOOTSTRAP = 2000
-_CHUNK = 100
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A value with its 95% interval."""
-
-    value: float
-    low: float
-    high: float
-
-    def to_list(self) -> list[float]:
-        return [self.value, self.low, self.high]
-
-
-def _bootstrap_stats(stats: np.ndarray, fn, n_boot: int, seed: int) -> np.ndarray:  # noqa: ANN001 - numpy fn
-    """``fn`` of the image-mean of ``stats`` [K, n] over ``n_boot`` resamples of the n images: [n_boot, ...]."""
-    rng = np.random.default_rng(seed)
-    n = stats.shape[-1]
-    out = []
-    for start in range(0, n_boot, _CHUNK):
-        idx = rng.integers(0, n, size=(min(_CHUNK, n_boot - start), n))
-        out.append(fn(stats[:, idx].mean(-1).T))  # [b, K]
-    return np.concatenate(out)
-
-
-def _interval(samples: np.ndarray, value: float) -> Estimate:
-    lo, hi = np.percentile(samples, [2.5, 97.5])
-    return Estimate(float(value), float(lo), float(hi))
+__all__ = ["N_BOOTSTRAP", "Estimate", "cell_accuracy", "mean_corruption_accuracy", "relative_accuracy"]
 
 
 def cell_accuracy(correct: np.ndarray) -> Estimate:
@@ -69,15 +39,15 @@ def mean_corruption_accuracy(
         raise ValueError(f"clean outcomes {clean.shape} do not match the {n} images of the corruption outcomes")
     per_image = correct.reshape(c, s, n).mean(axis=1).astype(np.float64)  # [C, n]: share of severities survived
     stats = np.concatenate([per_image, per_image.mean(0, keepdims=True), clean[None].astype(np.float64)])
-    boot = _bootstrap_stats(stats, lambda m: m, n_boot, seed)  # [B, C + 2]
+    boot = bootstrap_image_means(stats, lambda m: m, n_boot, seed)  # [B, C + 2]
     point = stats.mean(-1)
     rel = _ratio(boot[:, c], boot[:, c + 1])
     return {
         "cells": [[cell_accuracy(correct[i, j]) for j in range(s)] for i in range(c)],
-        "corruption": [_interval(boot[:, i], point[i]) for i in range(c)],
-        "mca": _interval(boot[:, c], point[c]),
+        "corruption": [percentile_interval(boot[:, i], point[i]) for i in range(c)],
+        "mca": percentile_interval(boot[:, c], point[c]),
         "clean": cell_accuracy(clean),
-        "relative_clean": _interval(rel, point[c] / point[c + 1] if point[c + 1] > 0 else 0.0),
+        "relative_clean": percentile_interval(rel, point[c] / point[c + 1] if point[c + 1] > 0 else 0.0),
     }
 
 
@@ -89,6 +59,6 @@ def relative_accuracy(
         raise ValueError(f"outcomes of shape {correct.shape} and {reference.shape} are not on the same cells/images")
     n = correct.shape[-1]
     stats = np.stack([correct.reshape(-1, n).mean(0), reference.reshape(-1, n).mean(0)]).astype(np.float64)
-    boot = _bootstrap_stats(stats, lambda m: m, n_boot, seed)
+    boot = bootstrap_image_means(stats, lambda m: m, n_boot, seed)
     point = stats.mean(-1)
-    return _interval(_ratio(boot[:, 0], boot[:, 1]), point[0] / point[1] if point[1] > 0 else 0.0)
+    return percentile_interval(_ratio(boot[:, 0], boot[:, 1]), point[0] / point[1] if point[1] > 0 else 0.0)
