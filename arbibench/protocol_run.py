@@ -20,7 +20,7 @@ from rich.console import Console
 from torch import nn
 
 from arbibench.attacks import get_attack, get_threat_model, parse_eps
-from arbibench.evaluation.benchmark import load_dataset
+from arbibench.data.datasets import load_dataset
 from arbibench.evaluation.checks import gradient_free_beats_gradient
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean

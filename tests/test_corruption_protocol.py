@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from arbibench.cli import app
 from arbibench.data.corruptions.generate import generate_cifar10c
 from arbibench.evaluation.corruption_metrics import mean_corruption_accuracy, relative_accuracy
-from arbibench.evaluation.model_card import write_corruption_card
+from arbibench.evaluation.model_card import corruption_card, write_corruption_card
 from arbibench.evaluation.store import ResultStore
 from arbibench.leaderboard import build_site
 from arbibench.leaderboard.cards import CardError
@@ -88,7 +88,9 @@ def test_run_resume_and_cards(root: Path, protocol: CorruptionProtocol, tmp_path
     write_corruption_card(fp, info)
     parsed = load_corruption_cards(info)
     assert {c.name for c in parsed} == {"resnet20_fp", "resnet20_bnn"}
-    assert next(c for c in parsed if c.name == "resnet20_bnn").vs_fp_twin is not None
+    assert next(c for c in parsed if c.name == "resnet20_bnn").corruptions_acc_vs_fp_twin is not None
+    # the schema's round trip on a real result: the card read back equals the card written, field by field
+    assert next(c for c in parsed if c.name == "resnet20_bnn") == corruption_card(bnn)
     site = build_site(info, tmp_path / "site", "png")
     html = (site.out / "index.html").read_text()
     assert 'id="board-cifar10_corruptions"' in html and "regenerated" in html and "gaussian noise" in html

@@ -61,7 +61,7 @@ def test_deterministic_and_model_untouched(model: nn.Module, images: torch.Tenso
 def test_cw_l2_rejects_linf() -> None:
     net = _affine(seed=0)
     x = torch.full((2, 1, 2, 2), 0.5)
-    with pytest.raises(ValueError, match="cw_l2 is an L2 attack .* got a Linf threat model"):
+    with pytest.raises(ValueError, match="attack .cw_l2. supports the L2 threat model, not Linf"):
         CWL2()(net, x, predict(net, x), Linf(8 / 255), gen())
 
 

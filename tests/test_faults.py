@@ -171,7 +171,7 @@ def test_leaderboard_build_killed_mid_write_and_mid_swap(protocol_run: dict, dat
 
 
 def test_sweep_killed_after_a_commit_then_rerun(tmp_path: Path, data_dir: Path) -> None:
-    from arbibench.evaluation.benchmark import load_dataset
+    from arbibench.data.datasets import load_dataset
     from arbibench.models.zoo import load_model
     from arbibench.protocol_run import sweep_eps
 

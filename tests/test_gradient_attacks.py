@@ -147,7 +147,7 @@ def test_cw_linf_is_pgd_on_the_margin(model: nn.Module, images: torch.Tensor) ->
 def test_cw_linf_rejects_other_norms() -> None:
     net = _hopeless_linear()
     x = torch.full((2, 1, 2, 2), 0.5)
-    with pytest.raises(ValueError, match="cw_linf is an Linf attack; got a L2 threat model"):
+    with pytest.raises(ValueError, match="attack .cw_linf. supports the Linf threat model, not L2"):
         CWLinf()(net, x, predict(net, x), L2(0.5), gen())
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from arbibench.cards import SCHEMA_VERSION, card_json, parse_card
 from arbibench.cli import app
-from arbibench.evaluation.model_card import write_protocol_card
+from arbibench.evaluation.model_card import protocol_card, write_protocol_card
 from arbibench.evaluation.store import ResultStore
 from arbibench.protocol import BLACK_BOX, PROTOCOLS, WHITE_BOX, AttackSpec, describe, get_protocol
 from arbibench.protocol_run import ALL, fp_twin_comparison, protocol_subsets, run_protocol
@@ -160,6 +161,10 @@ def test_card_has_robustbench_fields_as_numbers(tiny_run, tmp_path, data_dir):
     assert examples["x_adv"].dtype == np.uint8 and examples["x_adv"].shape == examples["x_clean"].shape
     assert np.abs(examples["x_adv"].astype(int) - examples["x_clean"].astype(int)).max() <= 8 + 1  # 8/255, rounding
     assert not list(path.parent.glob("*.tmp*"))
+    # the schema's round trip on a real result: every field read back equals the one written
+    read = parse_card(path, card)
+    assert read == replace(protocol_card(bnn), examples=path.with_name(card["examples"]))
+    assert card_json(read) == card and card["schema_version"] == SCHEMA_VERSION
 
 
 def test_cli_show_prints_the_numbers():

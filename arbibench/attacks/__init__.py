@@ -15,7 +15,16 @@ from arbibench.attacks.apgd import (
     apgd_should_halve,
 )
 from arbibench.attacks.autoattack import AutoAttack, AutoAttackConfig
-from arbibench.attacks.base import Attack
+from arbibench.attacks.base import (
+    BLACK_BOX,
+    DECISION_BASED,
+    FAMILIES,
+    SCORE_BASED,
+    TRANSFER,
+    WHITE_BOX,
+    Attack,
+    access_group,
+)
 from arbibench.attacks.cw import CWLinf, CWLinfConfig
 from arbibench.attacks.cw_l2 import CWL2, CWL2Config
 from arbibench.attacks.deepfool import DeepFool, DeepFoolConfig
@@ -83,6 +92,13 @@ def get_attack(name: str, **params: Any) -> Attack:
 
 
 __all__ = [
+    "BLACK_BOX",
+    "DECISION_BASED",
+    "FAMILIES",
+    "SCORE_BASED",
+    "TRANSFER",
+    "WHITE_BOX",
+    "access_group",
     "AdaptiveAttack",
     "EstimatedAttack",
     "GradientEstimator",

@@ -20,6 +20,20 @@ from torch import nn
 from arbibench.attacks.losses import LOSSES, LossFn
 from arbibench.attacks.threat import ThreatModel
 
+# -- families: what the attacker sees of the model ----------------------------------------------------------------
+WHITE_BOX = "white-box"  # the model's gradients
+SCORE_BASED = "score-based"  # the model's scores (logits / probabilities), one query at a time
+DECISION_BASED = "decision-based"  # only the predicted label
+TRANSFER = "transfer"  # nothing but one label query: the examples are crafted on a surrogate model
+FAMILIES = (WHITE_BOX, SCORE_BASED, DECISION_BASED, TRANSFER)
+BLACK_BOX = "black-box"  # the protocol's (and the cards') group of every family but white-box
+NORMS = ("Linf", "L2")
+
+
+def access_group(family: str) -> str:
+    """``white-box`` or ``black-box``: the protocol group (and card ``family``) of an attack family."""
+    return WHITE_BOX if family == WHITE_BOX else BLACK_BOX
+
 
 # -- config validation: each check names the parameter, so a bad value is easy to trace back to a CLI flag --------
 def require_int(name: str, value: Any, minimum: int) -> None:
@@ -99,9 +113,16 @@ def most_likely_other_classes(logits: torch.Tensor, y: torch.Tensor, k: int) -> 
 
 
 class Attack(ABC):
-    """Base of all attacks. Subclasses set ``name``, ``needs_gradients``, ``Config`` and implement :meth:`run`."""
+    """Base of all attacks. Subclasses set ``name``, ``family``, ``norms``, ``Config`` and implement :meth:`run`.
+
+    ``family`` (one of :data:`FAMILIES`) and ``norms`` (the threat models the attack supports) are declared on the
+    class, so the registry, the protocol and ``arbibench attacks list`` read them instead of guessing; a threat model
+    outside ``norms`` is refused in :meth:`__call__` before the attack runs.
+    """
 
     name: ClassVar[str] = ""
+    family: ClassVar[str] = WHITE_BOX
+    norms: ClassVar[tuple[str, ...]] = NORMS
     needs_gradients: ClassVar[bool] = True
     Config: ClassVar[type] = NoConfig
     config: Any  # an instance of Config, frozen
@@ -128,6 +149,18 @@ class Attack(ABC):
             raise TypeError(f"{cls.__name__}.Config must be a frozen dataclass so that it can be hashed")
         if any(f.name == "name" for f in fields(cls.Config)):
             raise TypeError(f"{cls.__name__}.Config may not have a field called 'name' (config_dict uses it)")
+        if cls.family not in FAMILIES:
+            raise TypeError(f"{cls.__name__}.family must be one of {', '.join(FAMILIES)}, got {cls.family!r}")
+        if cls.needs_gradients != (cls.family == WHITE_BOX):
+            raise TypeError(f"{cls.__name__}: needs_gradients must be True exactly for the {WHITE_BOX} family")
+        unknown = [n for n in cls.norms if n not in NORMS]
+        if unknown or not cls.norms:
+            raise TypeError(f"{cls.__name__}.norms must be a non-empty subset of {NORMS}, got {cls.norms!r}")
+
+    @property
+    def box(self) -> str:
+        """``white-box`` or ``black-box``: the attack's protocol group (see :func:`access_group`)."""
+        return access_group(self.family)
 
     def for_target(self, model_name: str) -> Attack:
         """The attack to run against the model called ``model_name``; most attacks do not depend on it.
@@ -155,6 +188,12 @@ class Attack(ABC):
     ) -> torch.Tensor:
         """Validated, verified attack: returns ``x_adv`` (detached, same shape) or raises."""
         _validate_inputs(model, x, y, threat, generator)
+        if threat.norm not in self.norms:
+            raise ValueError(
+                f"attack {self.name!r} supports the {' and '.join(self.norms)} threat model"
+                f"{'s' if len(self.norms) > 1 else ''}, not {threat.norm}; pick another attack or threat model "
+                "(`arbibench attacks list` shows each attack's norms)"
+            )
         x = x.detach()
         if x.shape[0] == 0:
             return x.clone()

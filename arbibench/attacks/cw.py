@@ -18,7 +18,7 @@ from torch import nn
 
 from arbibench.attacks.base import require_choice
 from arbibench.attacks.pgd import PGD, PGDConfig
-from arbibench.attacks.threat import Linf, ThreatModel
+from arbibench.attacks.threat import ThreatModel
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class CWLinf(PGD):
     """PGD with the CW margin loss, random start and per-sample early exit, for the Linf threat model only."""
 
     name = "cw_linf"
+    norms = ("Linf",)
     Config = CWLinfConfig
     config: CWLinfConfig
 
@@ -47,8 +48,4 @@ class CWLinf(PGD):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
-        if not isinstance(threat, Linf):
-            raise ValueError(
-                f"cw_linf is an Linf attack; got a {threat.norm} threat model (use pgd with loss='margin')"
-            )
         return super().run(model, x, y, threat, generator)

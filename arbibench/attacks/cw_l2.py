@@ -35,7 +35,7 @@ from torch import nn
 from arbibench.attacks.base import Attack, predict, require_bool, require_int, require_positive_float
 from arbibench.attacks.deepfool import budgeted
 from arbibench.attacks.losses import margin
-from arbibench.attacks.threat import L2, ThreatModel
+from arbibench.attacks.threat import ThreatModel
 
 ADAM_BETAS = (0.9, 0.999)  # Adam's defaults (Kingma & Ba 2015), the optimiser the paper uses
 ADAM_EPS = 1e-8
@@ -73,6 +73,7 @@ class CWL2(Attack):
     """Carlini & Wagner's L2 attack with a per-sample binary search on c, for the L2 threat model only."""
 
     name = "cw_l2"
+    norms = ("L2",)  # Carlini & Wagner's minimum L2 distortion search (for Linf: cw_linf, pgd, apgd)
     needs_gradients = True
     Config = CWL2Config
     config: CWL2Config
@@ -85,11 +86,6 @@ class CWL2(Attack):
         threat: ThreatModel,
         generator: torch.Generator,  # unused: CW-L2 is deterministic
     ) -> torch.Tensor:
-        if not isinstance(threat, L2):
-            raise ValueError(
-                f"cw_l2 is an L2 attack (Carlini & Wagner's minimum L2 distortion search); got a {threat.norm} "
-                "threat model (for Linf use cw_linf, pgd or apgd)"
-            )
         found, fooled = self.search(model, x, y, threat.eps if self.config.exit_in_budget else None)
         return budgeted(threat, found, fooled, x)
 

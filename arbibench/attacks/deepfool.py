@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from arbibench.attacks.base import Attack, predict, require_int
-from arbibench.attacks.threat import L2, Linf, ThreatModel
+from arbibench.attacks.threat import Linf, ThreatModel
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,6 @@ class DeepFool(Attack):
         threat: ThreatModel,
         generator: torch.Generator,  # unused: DeepFool is deterministic
     ) -> torch.Tensor:
-        if not isinstance(threat, (L2, Linf)):
-            raise ValueError(f"deepfool supports the L2 and Linf threat models; got {threat.norm}")
         found, fooled = self.search(model, x, y, isinstance(threat, Linf))
         return budgeted(threat, found, fooled, x)
 

@@ -165,6 +165,7 @@ class EstimatedAttack(Attack):
         self.config = EstimatedAttackConfig(est)
         self.name = f"{attack.name}@{est.tag}"  # type: ignore[misc]
         self.needs_gradients = attack.needs_gradients  # type: ignore[misc]
+        self.family, self.norms = attack.family, attack.norms  # type: ignore[misc]
 
     @property
     def estimator(self) -> GradientEstimator:
@@ -241,6 +242,7 @@ class AdaptiveAttack(Attack):
         self.config = AdaptiveAttackConfig() if estimators is None else AdaptiveAttackConfig(tuple(estimators))
         self.name = f"{attack.name}_adaptive"  # type: ignore[misc]
         self.needs_gradients = attack.needs_gradients  # type: ignore[misc]
+        self.family, self.norms = attack.family, attack.norms  # type: ignore[misc]
 
     @property
     def estimators(self) -> tuple[GradientEstimator, ...]:
@@ -293,6 +295,7 @@ def adaptive_attack_class(inner: type[Attack]) -> type[AdaptiveAttack]:
     class Adaptive(AdaptiveAttack):
         name = f"{inner.name}_adaptive"
         needs_gradients = inner.needs_gradients
+        family, norms = inner.family, inner.norms
         inner_class = inner
 
         def __init__(

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from arbibench.attacks.base import require_int, require_positive_float
+from arbibench.attacks.base import DECISION_BASED, require_int, require_positive_float
 from arbibench.attacks.query import BlackBoxAttack, QueryModel
 from arbibench.attacks.threat import ThreatModel
 
@@ -131,6 +131,7 @@ class HopSkipJump(BlackBoxAttack):
     """HopSkipJump, L2 or Linf after the threat model, labels only, per-sample budget and early exit."""
 
     name = "hsja"
+    family = DECISION_BASED
     access = "labels"
     Config = HSJAConfig
     config: HSJAConfig

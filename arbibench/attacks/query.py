@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from arbibench.attacks.base import Attack, require_choice, require_int
+from arbibench.attacks.base import SCORE_BASED, Attack, require_choice, require_int
 from arbibench.attacks.threat import ThreatModel
 
 ACCESS = ("scores", "labels")
@@ -127,6 +127,7 @@ class BlackBoxAttack(Attack):
     found (``inf`` where none was found); the runner stores both. Subclasses' configs need ``max_queries``.
     """
 
+    family: ClassVar[str] = SCORE_BASED
     needs_gradients: ClassVar[bool] = False
     access: ClassVar[str] = "scores"
 

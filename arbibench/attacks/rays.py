@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from arbibench.attacks.base import require_int, require_positive_float
+from arbibench.attacks.base import DECISION_BASED, require_int, require_positive_float
 from arbibench.attacks.hsja import DecisionLog
 from arbibench.attacks.query import BlackBoxAttack, QueryModel
 from arbibench.attacks.threat import ThreatModel
@@ -45,6 +45,8 @@ class RayS(BlackBoxAttack):
     """RayS for the Linf threat model: labels only, hierarchical block sign flips, per-sample early exit."""
 
     name = "rays"
+    family = DECISION_BASED
+    norms = ("Linf",)  # a search over sign directions
     access = "labels"
     Config = RaySConfig
     config: RaySConfig

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from arbibench.attacks.base import Attack, require_bool
+from arbibench.attacks.base import TRANSFER, Attack, require_bool
 from arbibench.attacks.query import BlackBoxAttack, QueryModel
 from arbibench.attacks.threat import ThreatModel
 
@@ -54,15 +54,15 @@ def fp_twin(model_name: str) -> str:
             f"cannot resolve the transfer surrogate {FP_TWIN!r} for unknown target model {model_name!r}: name a "
             f"surrogate explicitly (surrogate=...) or use a zoo model; known models: {_known_models()}"
         )
-    twins = sorted(
-        e.name for e in zoo.values() if e.arch == entry.arch and e.dataset == entry.dataset and e.method == "fp"
-    )
-    if not twins:
+    from arbibench.models.zoo import fp_twin_name
+
+    twin = fp_twin_name(entry)
+    if twin is None:
         raise ValueError(
             f"the zoo has no full-precision {entry.arch} on {entry.dataset} to act as the FP twin of {model_name!r}; "
             f"name a surrogate explicitly; known models: {_known_models()}"
         )
-    return twins[0]
+    return twin
 
 
 def _white_box(name: str) -> Attack:
@@ -128,6 +128,7 @@ class Transfer(BlackBoxAttack):
     """White-box attack on a zoo surrogate, one label query on the target per sample."""
 
     name = "transfer"
+    family = TRANSFER
     access = "labels"
     Config = TransferConfig
     config: TransferConfig

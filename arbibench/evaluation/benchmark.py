@@ -11,31 +11,14 @@ from rich.console import Console
 from torch import nn
 
 from arbibench.attacks import Attack, get_attack, get_threat_model
+from arbibench.data.datasets import check_dataset, load_dataset
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.min_perturbation import minimal_perturbation
+from arbibench.evaluation.model_card import benchmark_card, card_path, write_card
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
-
-DATASETS = ("cifar10", "imagenet")
-
-
-def load_dataset(
-    dataset: str, n_examples: int | None, data_dir: str | os.PathLike | None, seed: int | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Images, labels and dataset indices of the evaluated subset."""
-    if dataset == "cifar10":
-        from arbibench.data import load_cifar10
-
-        return load_cifar10(n_examples, "test", data_dir, seed=seed)
-    if dataset == "imagenet":
-        from arbibench.data import load_imagenet
-
-        if data_dir is None:
-            raise ValueError("ImageNet has no download; pass data_dir pointing to your validation images")
-        return load_imagenet(n_examples, data_dir, seed=seed)
-    raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
 
 
 def subset_description(n: int, seed: int | None) -> str:
@@ -81,8 +64,7 @@ def benchmark(
     ``eps_star_max``, default 2 * eps) goes into ``result.min_perturbation``: median eps* with its interval and the
     robust-accuracy-vs-eps curve, which still separate models that all reach 0% at ``eps``.
     """
-    if dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
+    check_dataset(dataset)
     threat = get_threat_model(threat_model, eps)
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
     if isinstance(attacks, str | Attack):
@@ -153,7 +135,5 @@ def benchmark(
         ],
     )
     if to_disk:
-        from arbibench.evaluation.model_card import benchmark_card, card_path, write_json_atomic
-
-        write_json_atomic(benchmark_card(result), card_path(model_info, dataset, threat.norm, name))
+        write_card(benchmark_card(result), card_path(model_info, dataset, threat.norm, name))
     return result

@@ -1,10 +1,8 @@
-"""Model cards: one JSON file per model, dataset and threat model, as RobustBench's ``model_info`` has them.
+"""Writing model cards: build the schema's card (:mod:`arbibench.cards`) from an evaluation result, then write it.
 
-``model_info/<dataset>/<threat>/<name>.json`` carries RobustBench's fields (link, name, authors, additional_data,
-number_forward_passes, dataset, venue, architecture, eps, clean_acc, reported, autoattack_acc, unreliable,
-footnote) with numbers as numbers, never strings, and arbibench's (method, bit widths, per-attack ACC* and
-ACC_norm with intervals, RS and RS_mean per family, worst case, flags, data indices hashes, eps sweep). Every
-accuracy in a card is in percent, as on RobustBench's leaderboard; ACC_norm, RS and RS_mean are ratios.
+``model_info/<dataset>/<threat>/<name>.json`` holds RobustBench's fields plus arbibench's (method, bit widths,
+per-attack ACC* and ACC_norm with intervals, RS and RS_mean per family, worst case, flags, data indices hashes, eps
+sweep, eps*); :mod:`arbibench.cards` declares every field once, and the leaderboard reads the same declaration.
 Cards are written atomically (temp file, then rename), so a crash never leaves half a card.
 """
 
@@ -12,7 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +19,34 @@ import numpy as np
 import torch
 from torch import nn
 
+from arbibench.attacks import ATTACKS, BLACK_BOX, WHITE_BOX, access_group, get_attack, get_threat_model
+from arbibench.cards import (
+    AttackResult,
+    CorruptionCard,
+    CorruptionResult,
+    CurvePoint,
+    EpsStar,
+    Estimate,
+    ModelCard,
+    Ratio,
+    SweepPoint,
+    card_text,
+    percent,
+    ratio,
+)
+from arbibench.data.datasets import load_dataset
+from arbibench.evaluation.result import format_eps
 from arbibench.evaluation.store import hash_indices
 from arbibench.faults import fault_point
+from arbibench.models.methods import get_method
+from arbibench.models.zoo import ZOO, fp_twin_name
 
-CARD_VERSION = 1
-
-
-def _pct(value: float | None) -> float | None:
-    return None if value is None else round(100.0 * float(value), 2)
+# The card's ``family`` of an attack: white-box or black-box (score-based, decision-based and transfer attacks).
+FAMILIES = (WHITE_BOX, BLACK_BOX)
 
 
 def method_metadata(model_name: str) -> dict[str, Any]:
     """What the zoo knows about ``model_name`` (backbone, method, paper, bit widths); empty for other models."""
-    from arbibench.models.methods import get_method
-    from arbibench.models.zoo import ZOO, fp_twin_name
-
     entry = ZOO.get(model_name)
     if entry is None:
         return {}
@@ -51,6 +63,25 @@ def method_metadata(model_name: str) -> dict[str, Any]:
         "bits_weights": method.bits_weights,
         "bits_activations": method.bits_activations,
         "fp_twin": twin,
+    }
+
+
+def identity_fields(name: str, dataset: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields every card shares, in RobustBench's names (``meta`` from :func:`method_metadata`)."""
+    return {
+        "name": name,
+        "link": None,
+        "authors": meta.get("authors"),
+        "additional_data": False,
+        "number_forward_passes": 1,
+        "dataset": dataset,
+        "venue": meta.get("venue"),
+        "architecture": meta.get("architecture"),
+        "method": meta.get("method"),
+        "method_paper": meta.get("method_paper"),
+        "bits_weights": meta.get("bits_weights"),
+        "bits_activations": meta.get("bits_activations"),
+        "fp_twin": meta.get("fp_twin"),
     }
 
 
@@ -77,83 +108,74 @@ def replace_atomically(path: Path, tmp: Path, write: Callable[[Path], object], p
     return path
 
 
-def write_json_atomic(obj: dict, path: Path) -> Path:
-    text = json.dumps(obj, indent=2, allow_nan=False) + "\n"
+def write_text_atomic(text: str, path: Path) -> Path:
+    """``text`` into ``path`` through :func:`replace_atomically` (fault point ``card.write``)."""
     return replace_atomically(path, path.with_name(path.name + ".tmp"), lambda t: t.write_text(text), "card.write")
 
 
-def robustbench_header(name: str, dataset: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """The identity fields every card starts with, in RobustBench's names (``meta`` from :func:`method_metadata`)."""
-    return {
-        "card_version": CARD_VERSION,
-        "name": name,
-        "link": None,
-        "authors": meta.get("authors"),
-        "additional_data": False,
-        "number_forward_passes": 1,
-        "dataset": dataset,
-        "venue": meta.get("venue"),
-        "architecture": meta.get("architecture"),
-    }
+def write_json_atomic(obj: dict[str, Any], path: Path) -> Path:
+    """A JSON document (not a model card: those go through :func:`write_card`), written atomically."""
+    return write_text_atomic(json.dumps(obj, indent=2, allow_nan=False) + "\n", path)
 
 
-def protocol_card(result: Any) -> dict[str, Any]:
-    """The card of one :class:`~arbibench.protocol_run.ModelEvaluation`."""
-    from arbibench.protocol import WHITE_BOX
+def write_card(card: ModelCard | CorruptionCard, path: Path) -> Path:
+    """A card in the schema's layout (:func:`arbibench.cards.card_text`), written atomically."""
+    return write_text_atomic(card_text(card), path)
 
+
+def _attack_row(name: str, family: str, acc_star: float, acc_norm: float, interval: tuple[float, float] | list[float],
+                n: int, median_queries: float | None, seconds: float | None) -> AttackResult:
+    return AttackResult(
+        name=name, family=family, acc_star=percent(acc_star), acc_norm=ratio(acc_norm),  # type: ignore[arg-type]
+        ci_low=percent(interval[0]), ci_high=percent(interval[1]), n_examples=n, median_queries=median_queries,
+        seconds=seconds,
+    )
+
+
+def _sweep(rows: list[dict[str, Any]]) -> tuple[SweepPoint, ...]:
+    return tuple(
+        SweepPoint(attack=r["attack"], eps=r["eps"], eps_text=r.get("eps_text"), acc_star=percent(r["acc_star"]),  # type: ignore[arg-type]
+                   acc_norm=r.get("acc_norm"), interval=(percent(r["interval"][0]), percent(r["interval"][1])),  # type: ignore[arg-type]
+                   n_examples=r.get("n_examples"))
+        for r in rows
+    )
+
+
+def protocol_card(result: Any) -> ModelCard:
+    """The card of one :class:`~arbibench.protocol.run.ModelEvaluation`."""
     p = result.protocol
     meta = method_metadata(result.model_name)
     by_name = {a.name: a for a in result.attacks}
     autoattack = by_name.get("autoattack")
-    notes = list(p.notes)
-    unreliable = bool(result.flags)
-    card = {
-        **robustbench_header(result.model_name, p.dataset, meta),
-        "eps": p.eps,
-        "eps_text": p.eps_text,
-        "threat_model": p.threat_model,
-        "clean_acc": _pct(result.clean_acc.get(WHITE_BOX)),
-        "reported": None,
-        "autoattack_acc": _pct(autoattack.acc_star) if autoattack else None,
-        "unreliable": unreliable,
-        "footnote": "; ".join(notes + [f"flag {k}" for k in result.flags]) or None,
-        "method": meta.get("method"),
-        "method_paper": meta.get("method_paper"),
-        "bits_weights": meta.get("bits_weights"),
-        "bits_activations": meta.get("bits_activations"),
-        "fp_twin": meta.get("fp_twin"),
-        "protocol": p.name,
-        "quick": p.quick,
-        "clean_acc_by_family": {f: _pct(v) for f, v in result.clean_acc.items()},
-        "attacks": {
-            a.name: {
-                "family": a.family,
-                "acc_star": _pct(a.acc_star),
-                "acc_norm": round(a.acc_norm, 4),
-                "ci_low": _pct(a.interval[0]),
-                "ci_high": _pct(a.interval[1]),
-                "n_examples": a.n_examples,
-                "median_queries": a.median_queries,
-                "seconds": round(a.seconds, 2),
-            }
+    return ModelCard(
+        **identity_fields(result.model_name, p.dataset, meta),
+        eps=p.eps,
+        eps_text=p.eps_text,
+        threat_model=p.threat_model,
+        clean_acc=percent(result.clean_acc.get(WHITE_BOX)),  # type: ignore[arg-type]
+        autoattack_acc=percent(autoattack.acc_star) if autoattack else None,
+        unreliable=bool(result.flags),
+        footnote="; ".join(list(p.notes) + [f"flag {k}" for k in result.flags]) or None,
+        protocol=p.name,
+        quick=p.quick,
+        clean_acc_by_family={f: percent(v) for f, v in result.clean_acc.items()},  # type: ignore[misc]
+        attacks={
+            a.name: _attack_row(a.name, a.family, a.acc_star, a.acc_norm, a.interval, a.n_examples, a.median_queries,
+                                round(a.seconds, 2))
             for a in result.attacks
         },
-        "rs": {k: round(v, 4) for k, v in result.rs.items()},
-        "rs_mean": {k: round(v, 4) for k, v in result.rs_mean.items()},
-        "worst_case_acc": _pct(result.worst_case.get("all", result.worst_case.get(WHITE_BOX))),
-        "worst_case_by_family": {k: _pct(v) for k, v in result.worst_case.items()},
-        "flags": dict(result.flags),
-        "data_indices_hash": dict(result.indices_hash),
-        "n_examples": dict(result.n_examples),
-        "sweep": [
-            {**row, "acc_star": _pct(row["acc_star"]), "interval": [_pct(v) for v in row["interval"]]}
-            for row in result.sweep
-        ],
+        rs={k: round(v, 4) for k, v in result.rs.items()},
+        rs_mean={k: round(v, 4) for k, v in result.rs_mean.items()},
+        worst_case_acc=percent(result.worst_case.get("all", result.worst_case.get(WHITE_BOX))),  # type: ignore[arg-type]
+        worst_case_by_family={k: percent(v) for k, v in result.worst_case.items()},  # type: ignore[misc]
+        flags=dict(result.flags),
+        data_indices_hash=dict(result.indices_hash),
+        n_examples=dict(result.n_examples),
+        sweep=_sweep(result.sweep),
         # compute time of the attacks as stored batch by batch: the same after a resumed run as after a fresh one
-        "seconds": round(sum(a.seconds for a in result.attacks), 1),
+        seconds=round(sum(a.seconds for a in result.attacks), 1),
         **eps_star_fields(getattr(result, "eps_star", None)),
-    }
-    return card
+    )
 
 
 def save_examples(
@@ -173,8 +195,6 @@ def save_examples(
     The examples are re-computed on the first ``n`` correctly classified images (cheap) rather than kept from the
     evaluation, so the store stays small. Predictions are those of the float adversarial images.
     """
-    from arbibench.attacks import get_attack
-
     device = torch.device(device or "cpu")
     model = model.to(device).eval()
     with torch.no_grad():
@@ -202,9 +222,6 @@ def write_protocol_card(
     device: str | torch.device | None = None,
 ) -> Path:
     """Write the card (and, given the model, its example images) under ``model_info``; returns the card path."""
-    from arbibench.attacks import get_threat_model
-    from arbibench.evaluation.benchmark import load_dataset
-
     p = result.protocol
     card = protocol_card(result)
     path = card_path(model_info, p.dataset, p.threat_model, result.model_name)
@@ -215,8 +232,8 @@ def write_protocol_card(
             model, x, y, attack, get_threat_model(p.threat_model, p.eps), path.with_name(
                 f"{result.model_name}_examples.npz"), device=device,
         )
-        card["examples"] = examples.name
-    return write_json_atomic(card, path)
+        card = replace(card, examples=examples)
+    return write_card(card, path)
 
 
 def eps_star_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
@@ -226,97 +243,80 @@ def eps_star_fields(summary: dict[str, Any] | None) -> dict[str, Any]:
     """
     if summary is None:
         return {}
+    lo, hi = summary["median_eps_star_ci95"]
     return {
         "median_eps_star": summary["median_eps_star"],
-        "median_eps_star_ci95": summary["median_eps_star_ci95"],
-        "eps_star": {
-            "attacks": summary["attacks"],
-            "eps_max": summary["eps_max"],
-            "search_rounds": summary["search_rounds"],
-            "n_examples": summary["n_examples"],
-            "not_fooled_up_to_eps_max": _pct(summary["not_fooled_up_to_eps_max"]),
-            "curve": [{"eps": row["eps"], "robust_acc": _pct(row["robust_acc"])} for row in summary["curve"]],
-        },
+        "median_eps_star_ci95": (lo, hi),
+        "eps_star": EpsStar(
+            attacks=tuple(summary["attacks"]),
+            eps_max=summary["eps_max"],
+            search_rounds=summary["search_rounds"],
+            n_examples=summary["n_examples"],
+            not_fooled_up_to_eps_max=percent(summary["not_fooled_up_to_eps_max"]),
+            curve=tuple(CurvePoint(eps=row["eps"], robust_acc=percent(row["robust_acc"])) for row in summary["curve"]),
+        ),
     }
 
 
-def benchmark_card(result: Any) -> dict[str, Any]:
+def benchmark_card(result: Any) -> ModelCard:
     """The card of a :class:`~arbibench.evaluation.result.BenchmarkResult` (``benchmark(..., to_disk=True)``).
 
     One subset for every attack, so ACC_norm of both families divides by the same clean accuracy.
     """
-    from arbibench.attacks import ATTACKS
-    from arbibench.evaluation.result import format_eps
-    from arbibench.protocol import BLACK_BOX, WHITE_BOX
-
     meta = method_metadata(result.model_name)
     d = result.to_dict()
 
     def family(name: str) -> str:
         cls = ATTACKS.get(name.partition("@")[0])
-        return BLACK_BOX if cls is not None and not cls.needs_gradients else WHITE_BOX
+        return access_group(cls.family) if cls is not None else WHITE_BOX
 
-    attacks = {}
-    for name, m in d["attacks"].items():
-        attacks[name] = {
-            "family": family(name),
-            "acc_star": _pct(m["acc_star"]),
-            "acc_norm": round(m["acc_norm"], 4),
-            "ci_low": _pct(m["interval"][0]),
-            "ci_high": _pct(m["interval"][1]),
-            "n_examples": m["n"],
-            "median_queries": m.get("median_queries"),
-            "seconds": m.get("seconds"),
-        }
+    attacks = {
+        name: _attack_row(name, family(name), m["acc_star"], m["acc_norm"], m["interval"], m["n"],
+                          m.get("median_queries"), m.get("seconds"))
+        for name, m in d["attacks"].items()
+    }
     rs: dict[str, float] = {}
     rs_mean: dict[str, float] = {}
-    for fam in (WHITE_BOX, BLACK_BOX):
-        norms = [a["acc_norm"] for a in attacks.values() if a["family"] == fam]
+    for fam in FAMILIES:
+        norms = [a.acc_norm for a in attacks.values() if a.family == fam]
         if norms:
             rs[fam], rs_mean[fam] = round(sum(norms), 4), round(sum(norms) / len(norms), 4)
     rs["all"], rs_mean["all"] = round(d["rs"], 4), round(d["rs_mean"], 4)
     auto = attacks.get("autoattack")
-    return {
-        **robustbench_header(result.model_name, result.dataset, meta),
-        "eps": result.eps,
-        "eps_text": format_eps(result.eps),
-        "threat_model": result.threat_model,
-        "clean_acc": _pct(d["acc"]),
-        "reported": None,
-        "autoattack_acc": auto["acc_star"] if auto else None,
-        "unreliable": bool(result.flags),
-        "footnote": "; ".join(list(result.notes) + [f"flag {k}" for k in result.flags]) or None,
-        "method": meta.get("method"),
-        "method_paper": meta.get("method_paper"),
-        "bits_weights": meta.get("bits_weights"),
-        "bits_activations": meta.get("bits_activations"),
-        "fp_twin": meta.get("fp_twin"),
-        "protocol": None,
-        "quick": None,
-        "subset": result.subset,
-        "attacks": attacks,
-        "rs": rs,
-        "rs_mean": rs_mean,
-        "worst_case_acc": _pct(d["worst_case_acc"]),
-        "flags": dict(result.flags),
-        "data_indices_hash": {"all": hash_indices(result.indices)},
-        "n_examples": {"all": int(len(result.indices))},
-        "sweep": [],
+    return ModelCard(
+        **identity_fields(result.model_name, result.dataset, meta),
+        eps=result.eps,
+        eps_text=format_eps(result.eps),
+        threat_model=result.threat_model,
+        clean_acc=percent(d["acc"]),  # type: ignore[arg-type]
+        autoattack_acc=auto.acc_star if auto else None,
+        unreliable=bool(result.flags),
+        footnote="; ".join(list(result.notes) + [f"flag {k}" for k in result.flags]) or None,
+        protocol=None,
+        quick=None,
+        subset=result.subset,
+        attacks=attacks,
+        rs=rs,
+        rs_mean=rs_mean,
+        worst_case_acc=percent(d["worst_case_acc"]),  # type: ignore[arg-type]
+        flags=dict(result.flags),
+        data_indices_hash={"all": hash_indices(result.indices)},
+        n_examples={"all": int(len(result.indices))},
+        sweep=(),
         **eps_star_fields(d.get("eps_star")),
-    }
+    )
 
 
-
-def _estimate_pct(e: Any) -> dict[str, float]:
-    return {"acc": _pct(e.value), "ci_low": _pct(e.low), "ci_high": _pct(e.high)}
-
-
-def _estimate_ratio(e: Any) -> dict[str, float] | None:
-    return None if e is None else {"value": round(e.value, 4), "ci_low": round(e.low, 4), "ci_high": round(e.high, 4)}
+def _estimate(e: Any) -> Estimate:
+    return Estimate(acc=percent(e.value), ci_low=percent(e.low), ci_high=percent(e.high))  # type: ignore[arg-type]
 
 
-def corruption_card(result: Any) -> dict[str, Any]:
-    """The card of one :class:`~arbibench.protocol_corruptions.CorruptionEvaluation`, RobustBench's corruptions
+def _ratio(e: Any) -> Ratio | None:
+    return None if e is None else Ratio(value=ratio(e.value), ci_low=ratio(e.low), ci_high=ratio(e.high))  # type: ignore[arg-type]
+
+
+def corruption_card(result: Any) -> CorruptionCard:
+    """The card of one :class:`~arbibench.protocol.corruptions.CorruptionEvaluation`: RobustBench's corruptions
     card (``model_info/cifar10/corruptions/<name>.json``: ``clean_acc``, ``corruptions_acc``) plus arbibench's
     per-corruption and per-severity accuracies, ratios and intervals, and the data source ("regenerated" or
     "official") on every card, in its footnote too."""
@@ -327,44 +327,38 @@ def corruption_card(result: Any) -> dict[str, Any]:
                    "images): not the official files, so not comparable digit for digit with RobustBench"
                    if regenerated else "official CIFAR-10-C files")
     notes = [source_note, *p.notes] + [f"flag {k}" for k in result.flags]
-    return {
-        **robustbench_header(result.model_name, p.dataset, meta),
-        "eps": None,
-        "threat_model": p.threat_model,
-        "clean_acc": _pct(result.clean.value),
-        "reported": None,
-        "corruptions_acc": _pct(result.mca.value),
-        "unreliable": bool(result.flags),
-        "footnote": "; ".join(notes),
-        "method": meta.get("method"),
-        "method_paper": meta.get("method_paper"),
-        "bits_weights": meta.get("bits_weights"),
-        "bits_activations": meta.get("bits_activations"),
-        "fp_twin": meta.get("fp_twin"),
-        "protocol": p.name,
-        "quick": p.quick,
-        "corruptions_source": result.source,
-        "corruptions_regenerated": regenerated,
-        "corruptions_generator_seed": result.generator_seed,
-        "clean_acc_interval": [_pct(result.clean.low), _pct(result.clean.high)],
-        "corruptions_acc_interval": [_pct(result.mca.low), _pct(result.mca.high)],
-        "corruptions_acc_norm": _estimate_ratio(result.relative_clean),
-        "corruptions_acc_vs_fp_twin": _estimate_ratio(result.relative_fp),
-        "corruptions": {
-            name: {
-                **_estimate_pct(result.corruption[name]),
-                "severities": {str(s): _estimate_pct(e) for s, e in result.cells[name].items()},
-            }
+    return CorruptionCard(
+        **identity_fields(result.model_name, p.dataset, meta),
+        eps=None,
+        threat_model=p.threat_model,
+        clean_acc=percent(result.clean.value),  # type: ignore[arg-type]
+        corruptions_acc=percent(result.mca.value),  # type: ignore[arg-type]
+        unreliable=bool(result.flags),
+        footnote="; ".join(notes),
+        protocol=p.name,
+        quick=p.quick,
+        corruptions_source=result.source,
+        corruptions_regenerated=regenerated,
+        corruptions_generator_seed=result.generator_seed,
+        clean_acc_interval=(percent(result.clean.low), percent(result.clean.high)),  # type: ignore[arg-type]
+        corruptions_acc_interval=(percent(result.mca.low), percent(result.mca.high)),  # type: ignore[arg-type]
+        corruptions_acc_norm=_ratio(result.relative_clean),
+        corruptions_acc_vs_fp_twin=_ratio(result.relative_fp),
+        corruptions={
+            name: CorruptionResult(
+                **{k: getattr(_estimate(result.corruption[name]), k) for k in ("acc", "ci_low", "ci_high")},
+                severities={str(s): _estimate(e) for s, e in result.cells[name].items()},
+            )
             for name in p.corruptions
         },
-        "flags": dict(result.flags),
-        "data_indices_hash": {"all": result.indices_hash},
-        "n_examples": {"per_cell": result.n_examples},
-        "seconds": round(result.seconds, 1),
-    }
+        flags=dict(result.flags),
+        data_indices_hash={"all": result.indices_hash},
+        n_examples={"per_cell": result.n_examples},
+        seconds=round(result.seconds, 1),
+    )
 
 
-def write_corruption_card(result: Any, model_info: str | os.PathLike) -> Path:
+def write_corruption_card(result: Any, model_info: str | os.PathLike[str]) -> Path:
     """Write the corruptions card under ``model_info/<dataset>/corruptions/``; returns its path."""
     path = card_path(model_info, result.protocol.dataset, result.protocol.threat_model, result.model_name)
-    return write_json_atomic(corruption_card(result), path)
+    return write_card(corruption_card(result), path)

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from arbibench.evaluation.benchmark import load_dataset
+from arbibench.data.datasets import load_dataset
 from arbibench.evaluation.inputs import clean_accuracy
 from arbibench.models.importers import build_converted_model, get_source, read_torch_checkpoint
 from arbibench.models.methods import get_method

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from arbibench.leaderboard.cards import LeaderboardError
+from arbibench.leaderboard.cards import CardError, LeaderboardError
 
 leaderboard_app = typer.Typer(help="The leaderboard site: build it from model cards, serve it locally.",
                               no_args_is_help=True)
@@ -25,7 +25,7 @@ def build(
 
     try:
         report = build_site(model_info, out, format)
-    except LeaderboardError as e:
+    except (LeaderboardError, CardError) as e:
         console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     console.print(
@@ -46,6 +46,6 @@ def serve(
 
     try:
         run(dir, port)
-    except LeaderboardError as e:
+    except (LeaderboardError, CardError) as e:
         console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
