@@ -333,23 +333,17 @@ def protocol_run(
     """Run a protocol over zoo models: every (model, attack) pair through the store, cards into --model-info.
 
     Prints per model ACC, ACC* and ACC_norm per attack, RS and RS_mean per family and overall, the worst case, and
-    each BNN's ACC_norm against its full-precision twin.
+    each BNN against its full-precision twin (paired 95% intervals and a verdict).
     """
     import time
 
     from arbibench.evaluation.model_card import write_protocol_card
     from arbibench.evaluation.store import ResultStore
-    from arbibench.models.zoo import zoo_rows
-    from arbibench.protocol_report import model_table, summary_table, twin_table
-    from arbibench.protocol_run import fp_twin_comparison, run_protocol
+    from arbibench.protocol_report import findings_table, model_table, summary_table
+    from arbibench.protocol_run import protocol_findings, run_protocol
 
     protocol = _protocol(name, quick)
-    if models.strip() == "all":
-        names = [r["name"] for r in zoo_rows(model_dir) if r["dataset"] == protocol.dataset and r["present"]]
-        if not names:
-            _fail(ValueError(f"no {protocol.dataset} checkpoints present; pass --model-dir or --models"))
-    else:
-        names = [m.strip() for m in models.split(",") if m.strip()]
+    names = _protocol_models(models, protocol.dataset, model_dir)
     console.print(f"protocol {protocol.label} on {len(names)} models: {', '.join(names)}")
     for note in protocol.notes:
         console.print(f"[yellow]note[/]: {note}")
@@ -375,10 +369,69 @@ def protocol_run(
     except USER_ERRORS as e:
         _fail(e)
     console.print(summary_table(results, protocol))
-    rows = fp_twin_comparison(results)
-    if rows:
-        console.print(twin_table(rows))
+    findings = protocol_findings(results)
+    if findings:
+        console.print(findings_table(findings))
     console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
+
+
+def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:
+    """The names of ``--models``: a comma-separated list, or 'all' present checkpoints of ``dataset``."""
+    from arbibench.models.zoo import zoo_rows
+
+    if models.strip() != "all":
+        return [m.strip() for m in models.split(",") if m.strip()]
+    names = [r["name"] for r in zoo_rows(model_dir) if r["dataset"] == dataset and r["present"]]
+    if not names:
+        _fail(ValueError(f"no {dataset} checkpoints present; pass --model-dir or --models"))
+    return names
+
+
+@protocol_app.command("report")
+def protocol_report(
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
+    models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
+    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
+    model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the findings as JSON to this file."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """ARBiBench's findings: is each BNN more or less robust than its FP twin, under white-box and black-box attacks
+    at the protocol eps and across the eps sweep?
+
+    Reads the outcomes `protocol run` stored (whatever is missing is evaluated and stored first), pairs each BNN with
+    its twin on the same images and gives the difference of mean ACC_norm with a 95% bootstrap interval. The verdict
+    follows the interval: above zero "more robust", below "less robust", otherwise "not distinguishable".
+    """
+    import json
+
+    from arbibench.evaluation.store import ResultStore
+    from arbibench.protocol_report import findings_table, summary_table
+    from arbibench.protocol_run import protocol_findings, run_protocol
+
+    protocol = _protocol(name, quick)
+    if protocol.threat_model == "corruptions":
+        _fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
+    names = _protocol_models(models, protocol.dataset, model_dir)
+    try:
+        with ResultStore(store) as db:
+            results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
+                                   console=console)
+    except USER_ERRORS as e:
+        _fail(e)
+    console.print(summary_table(results, protocol))
+    findings = protocol_findings(results)
+    if not findings:
+        _fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
+    console.print(findings_table(findings))
+    if json_out is not None:
+        payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings]}
+        tmp = json_out.with_name(json_out.name + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=2) + "\n")
+        tmp.replace(json_out)
+        console.print(f"wrote {json_out}")
 
 
 def _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir) -> None:  # noqa: ANN001

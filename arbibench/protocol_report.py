@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
+from arbibench.evaluation.findings import LESS_ROBUST, MORE_ROBUST, TwinComparison, verdict_counts
 from arbibench.protocol import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
 from arbibench.protocol_run import ALL, ModelEvaluation
 
@@ -79,16 +80,24 @@ def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Tab
     return t
 
 
-def twin_table(rows: Sequence[dict]) -> Table:
-    """Each BNN's mean ACC_norm (RS_mean) per family next to its full-precision twin's."""
-    t = Table(title="BNN vs full-precision twin: mean ACC_norm per family (higher = more robust)")
-    for col in ("model", "FP twin", "family", "BNN", "FP", "BNN - FP"):
-        t.add_column(col, justify="left" if col in ("model", "FP twin", "family") else "right", no_wrap=True)
-    for row in rows:
-        diff = row["difference"]
-        style = "green" if diff > 0 else "red" if diff < 0 else ""
-        t.add_row(row["model"], row["fp_twin"], row["family"], f"{row['acc_norm']:.3f}", f"{row['fp_acc_norm']:.3f}",
-                  f"[{style}]{diff:+.3f}[/]" if style else f"{diff:+.3f}")
+def findings_table(rows: Sequence[TwinComparison]) -> Table:
+    """ARBiBench's question per BNN: more or less robust than its FP twin, per setting, with paired 95% intervals."""
+    counts = verdict_counts(rows)
+    t = Table(
+        title="BNN vs FP twin: mean ACC_norm (95% interval), paired over the same images",
+        caption=", ".join(f"{v}: {n}" for v, n in counts.items()),
+    )
+    for col in ("model", "FP twin", "setting", "images", "BNN", "FP", "BNN - FP", "verdict"):
+        t.add_column(col, justify="right" if col in ("images", "BNN", "FP", "BNN - FP") else "left", no_wrap=True)
+
+    def est(e) -> str:  # noqa: ANN001 - an Estimate
+        return f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]"
+
+    for r in rows:
+        style = {MORE_ROBUST: "green", LESS_ROBUST: "red"}.get(r.verdict, "dim")
+        diff = r.difference
+        t.add_row(r.model, r.twin, r.setting, str(r.n_examples), est(r.bnn), est(r.fp),
+                  f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]", f"[{style}]{r.verdict}[/]")
     return t
 
 

@@ -22,6 +22,7 @@ from torch import nn
 from arbibench.attacks import get_attack, get_threat_model, parse_eps
 from arbibench.data.datasets import load_dataset
 from arbibench.evaluation.checks import gradient_free_beats_gradient
+from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, twin_findings
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean
 from arbibench.evaluation.min_perturbation import minimal_perturbation
@@ -63,6 +64,9 @@ class ModelEvaluation:
     sweep: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     eps_star: dict | None = None  # MinimalPerturbation.to_dict() on the black-box images
+    # per-image outcomes by setting (each family, and "sweep <attack>" over its eps values), for paired comparisons
+    # with the FP twin; kept in memory only (the store holds them)
+    per_image: dict[str, PairedOutcomes] = field(default_factory=dict, repr=False)
 
     def family(self, family: str) -> list[AttackOutcome]:
         return [a for a in self.attacks if a.family == family]
@@ -99,6 +103,7 @@ def run_model(
     flags: dict[str, str] = {}
     attacks: list[AttackOutcome] = []
     clean_acc, clean_interval, reports = {}, {}, {}
+    per_image: dict[str, PairedOutcomes] = {}
     for family in FAMILIES:
         specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
         if not specs:
@@ -124,6 +129,7 @@ def run_model(
         )
         flags.update(fam_flags)
         outcomes[family] = {"clean": clean, **outs}
+        per_image[family] = PairedOutcomes(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
         report = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
         reports[family] = report
         clean_acc[family] = report.acc
@@ -161,13 +167,11 @@ def run_model(
             dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
             device=device, progress=progress, console=console,
         ).to_dict()
-    sweep_rows = (
-        run_sweep(
+    sweep_rows: list[dict] = []
+    if sweep and protocol.sweep_eps:
+        sweep_rows, per_image[f"sweep {protocol.sweep_attack}"] = run_sweep(
             model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir
         )
-        if sweep
-        else []
-    )
     return ModelEvaluation(
         model_name=model_name,
         protocol=protocol,
@@ -183,6 +187,7 @@ def run_model(
         sweep=sweep_rows,
         seconds=time.perf_counter() - t0,
         eps_star=eps_star,
+        per_image=per_image,
     )
 
 
@@ -215,19 +220,23 @@ def run_sweep(
     console: Console | None = None,
     progress: bool = True,
     data_dir: str | os.PathLike | None = None,
-) -> list[dict]:
-    """Robust accuracy of ``protocol.sweep_attack`` at each eps of the sweep, on the first ``n_sweep`` images."""
-    if not protocol.sweep_eps:
-        return []
+) -> tuple[list[dict], PairedOutcomes]:
+    """Robust accuracy of ``protocol.sweep_attack`` at each eps of the sweep, on the first ``n_sweep`` images: the
+    rows of :func:`sweep_eps` and the per-image outcomes (one column per eps)."""
     x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
-    return sweep_eps(
+    return sweep_outcomes(
         model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
         [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
         batch_size=protocol.batch_size, device=device, console=console, progress=progress,
     )
 
 
-def sweep_eps(
+def sweep_eps(*args, **kwargs) -> list[dict]:  # noqa: ANN002, ANN003 - the arguments of sweep_outcomes
+    """One row per eps: ACC* and ACC_norm of ``attack`` (each eps its own stored evaluation)."""
+    return sweep_outcomes(*args, **kwargs)[0]
+
+
+def sweep_outcomes(
     model: nn.Module,
     model_name: str,
     x: torch.Tensor,
@@ -244,11 +253,13 @@ def sweep_eps(
     device: str | torch.device | None = None,
     console: Console | None = None,
     progress: bool = True,
-) -> list[dict]:
-    """One row per eps: ACC* and ACC_norm of ``attack`` (each eps its own stored evaluation)."""
+) -> tuple[list[dict], PairedOutcomes]:
+    """One row per eps (ACC* and ACC_norm of ``attack``, each eps its own stored evaluation) and the per-image
+    outcomes, one column per eps (named by its text, e.g. "8/255")."""
     from arbibench.evaluation.result import format_eps
 
     rows = []
+    clean_correct, columns = None, {}
     for eps in eps_values:
         clean, outs, _, _ = evaluate(
             model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps), dataset=dataset,
@@ -257,6 +268,8 @@ def sweep_eps(
         )
         report = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
         m = report.attacks[0]
+        clean_correct = clean.clean_correct
+        columns[format_eps(eps)] = outs[m.attack].adv_correct
         rows.append(
             {
                 "attack": m.attack,
@@ -268,7 +281,7 @@ def sweep_eps(
                 "n_examples": m.n,
             }
         )
-    return rows
+    return rows, PairedOutcomes(np.zeros(0, bool) if clean_correct is None else clean_correct, columns)
 
 
 def run_protocol(
@@ -312,7 +325,7 @@ def fp_twin_comparison(results: Sequence[ModelEvaluation]) -> list[dict]:
     The twin is the zoo model with the same backbone and method ``fp``; models without a twin in ``results`` are
     left out.
     """
-    from arbibench.models.zoo import ZOO
+    from arbibench.models.zoo import ZOO, fp_twin_name
 
     by_name = {r.model_name: r for r in results}
     rows = []
@@ -320,7 +333,7 @@ def fp_twin_comparison(results: Sequence[ModelEvaluation]) -> list[dict]:
         entry = ZOO.get(r.model_name)
         if entry is None or entry.method == "fp":
             continue
-        twin = next((n for n, e in ZOO.items() if e.arch == entry.arch and e.method == "fp"), None)
+        twin = fp_twin_name(entry)
         if twin is None or twin not in by_name:
             continue
         for family in (*FAMILIES, ALL):
@@ -331,3 +344,12 @@ def fp_twin_comparison(results: Sequence[ModelEvaluation]) -> list[dict]:
                          "fp_acc_norm": fp, "difference": bnn - fp})
     return rows
 
+
+def protocol_findings(results: Sequence[ModelEvaluation], *, seed: int = 0) -> list[TwinComparison]:
+    """Each BNN of ``results`` against its FP twin (when the twin is in ``results`` too): per attack family at the
+    protocol eps and over the eps sweep, with paired 95% intervals and a verdict (:mod:`arbibench.evaluation.findings`).
+    """
+    from arbibench.models.zoo import ZOO, fp_twin_name
+
+    twins = {r.model_name: fp_twin_name(ZOO[r.model_name]) for r in results if r.model_name in ZOO}
+    return twin_findings({r.model_name: r.per_image for r in results}, twins, seed=seed)

@@ -86,3 +86,80 @@ def test_twin_findings_pairs_each_bnn_with_its_twin_in_every_shared_setting():
     assert [(r.model, r.twin, r.setting) for r in rows] == [("bnn", "fp", "white-box")]
     assert rows[0].verdict == MORE_ROBUST
     assert verdict_counts(rows) == {MORE_ROBUST: 1, LESS_ROBUST: 0, NOT_DISTINGUISHABLE: 0}
+
+
+# --- on a real protocol run: resnet20_bnn against resnet20_fp on CIFAR-10 test images -------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_protocol():
+    from dataclasses import replace
+
+    from arbibench.protocol import BLACK_BOX, WHITE_BOX, AttackSpec, get_protocol
+
+    return replace(
+        get_protocol("cifar10", quick=True),
+        attacks=(AttackSpec("fgsm", WHITE_BOX), AttackSpec("square", BLACK_BOX, (("max_queries", 50),))),
+        n_white_box=60, n_black_box=20, sweep_attack="fgsm", sweep_eps=("1/255", "4/255"), n_sweep=40,
+        eps_star_attacks=(), batch_size=30,
+    )
+
+
+@pytest.fixture(scope="module")
+def twin_run(tiny_protocol, data_dir, tmp_path_factory):
+    from arbibench.evaluation.store import ResultStore
+    from arbibench.protocol_run import run_protocol
+
+    db_path = tmp_path_factory.mktemp("findings") / "store.db"
+    with ResultStore(db_path) as db:
+        results = run_protocol(tiny_protocol, ["resnet20_fp", "resnet20_bnn"], db, data_dir=data_dir, progress=False)
+    return results, db_path
+
+
+def test_protocol_findings_pair_each_family_and_the_sweep(twin_run):
+    from arbibench.protocol import BLACK_BOX, WHITE_BOX
+    from arbibench.protocol_run import protocol_findings
+
+    results, _ = twin_run
+    rows = protocol_findings(results)
+    by_setting = {r.setting: r for r in rows}
+    assert set(by_setting) == {WHITE_BOX, BLACK_BOX, "sweep fgsm"}
+    fp, bnn = results
+    for family in (WHITE_BOX, BLACK_BOX):
+        row = by_setting[family]
+        assert (row.model, row.twin) == ("resnet20_bnn", "resnet20_fp")
+        # the point values are the protocol's own mean ACC_norm of each model in that family
+        assert row.bnn.value == pytest.approx(bnn.rs_mean[family]) and row.fp.value == pytest.approx(fp.rs_mean[family])
+        assert row.n_examples == bnn.n_examples[family] and row.verdict == verdict(row.difference)
+    sweep = by_setting["sweep fgsm"]
+    assert sweep.columns == ("1/255", "4/255") and sweep.n_examples == 40
+    assert sweep.bnn.value == pytest.approx(np.mean([p["acc_norm"] for p in bnn.sweep]))
+
+
+def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    import arbibench.cli as cli
+    from arbibench.evaluation.store import ResultStore
+
+    _, db_path = twin_run
+    monkeypatch.setattr(cli, "_protocol", lambda name, quick: tiny_protocol)
+    with ResultStore(db_path) as db:
+        before = db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+    out = tmp_path / "findings.json"
+    res = CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--quick", "--models",
+                                       "resnet20_fp,resnet20_bnn", "--store", str(db_path), "--json", str(out)],
+                             env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "BNN vs FP twin" in res.output and "resnet20_bnn" in res.output
+    payload = json.loads(out.read_text())
+    assert {r["setting"] for r in payload["findings"]} == {"white-box", "black-box", "sweep fgsm"}
+    for r in payload["findings"]:
+        assert r["verdict"] == verdict(Estimate(*r["difference"]))
+    with ResultStore(db_path) as db:  # everything came from the store
+        assert db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == before
+    alone = CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--models", "resnet20_bnn",
+                                         "--store", str(db_path)])
+    assert alone.exit_code == 2 and "include both" in alone.output
