@@ -13,10 +13,10 @@ from arbibench.evaluation.inputs import clean_accuracy
 from arbibench.evaluation.model_import import import_checkpoint
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.models.zoo import load_model
-
-__version__ = "0.1.0"
+from arbibench.version import __version__
 
 __all__ = [
+    "__version__",
     "BenchmarkResult",
     "benchmark",
     "clean_accuracy",

@@ -29,10 +29,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 SCHEMA_VERSION = 2
+#: Label names of the datasets whose adversarial examples a card's examples file shows (index = label).
+CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"),
+}
 #: The ``threat_model`` of RobustBench's common-corruptions cards (their own leaderboard panel).
 CORRUPTIONS_THREAT = "corruptions"
 
 __all__ = [
+    "CLASS_NAMES",
     "CORRUPTIONS_THREAT",
     "SCHEMA_VERSION",
     "AttackResult",

@@ -35,6 +35,7 @@ from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.faults import fault_point
 from arbibench.models.architectures import build_model
 from arbibench.models.methods import Method, get_method
+from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, sha256_file, verified_checkpoint
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
 from arbibench.nn.quantizers import set_training_progress
 from arbibench.nn.scalings import LearnedScaleSign
@@ -233,8 +234,6 @@ def _init_checkpoint(spec: str) -> Path:
     A model exported into the zoo folder but not yet registered (the queue of ``make zoo`` trains the adversarially
     trained BNNs from ``resnet20_fp_at`` right after exporting it) is verified against its card's sha256.
     """
-    from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, sha256_file, verified_checkpoint
-
     if spec in ZOO:
         return verified_checkpoint(ZOO[spec])
     exported, card = CHECKPOINT_DIR / f"{spec}.safetensors", CHECKPOINT_DIR / f"{spec}.json"

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from arbibench.attacks import Linf, Transfer, get_attack
-from arbibench.attacks.transfer import fp_twin
 from arbibench.data import load_cifar10
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
+from arbibench.evaluation.surrogates import attack_for_target, resolve_surrogate
 from arbibench.models.zoo import load_model
 
 N = 100
@@ -25,8 +25,8 @@ def bnn_and_data(data_dir):
 
 
 def test_fp_twin_resolution():
-    assert fp_twin("resnet20_bnn") == "resnet20_fp"
-    attack = get_attack("transfer").for_target("resnet20_bnn")
+    assert resolve_surrogate("fp_twin", "resnet20_bnn") == "resnet20_fp"
+    attack = attack_for_target("transfer", "resnet20_bnn")
     assert isinstance(attack, Transfer) and attack.config.surrogate == "resnet20_fp"
     spec = attack.config_dict()
     assert spec == {
@@ -37,18 +37,18 @@ def test_fp_twin_resolution():
         "early_exit": False,
     }
     # the FP twin of the FP model is itself: the "transfer" is then a white-box attack on the target
-    assert get_attack("transfer").for_target("resnet20_fp").config.surrogate == "resnet20_fp"
+    assert attack_for_target("transfer", "resnet20_fp").config.surrogate == "resnet20_fp"
     # an explicit surrogate is kept whatever the target (BNN -> BNN transfer)
     explicit = get_attack("transfer", surrogate="resnet20_bnn", attack="pgd@identity")
-    assert explicit.for_target("resnet20_fp").config.surrogate == "resnet20_bnn"
+    assert attack_for_target(explicit, "resnet20_fp").config.surrogate == "resnet20_bnn"
 
 
 def test_unknown_names_raise_clear_errors():
     with pytest.raises(ValueError, match="resnet20_fp") as info:
-        get_attack("transfer", surrogate="resnet99_fp")
+        attack_for_target(get_attack("transfer", surrogate="resnet99_fp"), "resnet20_bnn")
     assert "resnet99_fp" in str(info.value) and "resnet20_bnn" in str(info.value)
     with pytest.raises(ValueError, match="known models: .*resnet20_fp"):
-        get_attack("transfer").for_target("my_model")
+        attack_for_target("transfer", "my_model")
     with pytest.raises(ValueError, match="unknown attack"):
         get_attack("transfer", attack="nope")
     with pytest.raises(ValueError, match="white-box"):
@@ -59,7 +59,7 @@ def test_unknown_names_raise_clear_errors():
 
 def test_unresolved_surrogate_refuses_to_run(bnn_and_data):
     model, x, y, _ = bnn_and_data
-    with pytest.raises(ValueError, match="for_target"):
+    with pytest.raises(ValueError, match="attack_for_target"):
         get_attack("transfer")(model, x[:2], y[:2], Linf(8 / 255), torch.Generator().manual_seed(0))
 
 
@@ -67,7 +67,7 @@ def test_unresolved_surrogate_refuses_to_run(bnn_and_data):
 def transferred(bnn_and_data):
     """PGD on resnet20_fp (the FP twin), shown to resnet20_bnn at Linf 8/255."""
     model, x, y, correct = bnn_and_data
-    attack = get_attack("transfer").for_target("resnet20_bnn")
+    attack = attack_for_target("transfer", "resnet20_bnn")
     x0, y0 = x[correct], y[correct]
     x_adv = attack(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -99,7 +99,7 @@ def test_full_iterations_transfer_better_than_early_exit(bnn_and_data, transferr
     """Why early_exit=False is the default: PGD's first surrogate-misclassified iterate transfers far less."""
     model, _, _, _ = bnn_and_data
     _, x0, y0, _, still = transferred
-    attack = get_attack("transfer", early_exit=True).for_target("resnet20_bnn")
+    attack = attack_for_target(get_attack("transfer", early_exit=True), "resnet20_bnn")
     assert attack.config_dict()["early_exit"] is True
     x_adv = attack(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
     with torch.no_grad():

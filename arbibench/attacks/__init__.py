@@ -1,8 +1,7 @@
-"""Attacks and threat models: geometry per norm, one file per attack, and a registry to pick attacks by name."""
+"""Attacks and threat models: geometry per norm, one file per attack, and the registry (``registry.py``) that picks
+attacks by name. This module is the public face only: it re-exports, and importing it registers every attack."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from arbibench.attacks.apgd import (
     APGD,
@@ -43,6 +42,18 @@ from arbibench.attacks.mifgsm import MIFGSM, MIFGSMConfig
 from arbibench.attacks.nes import NES, NESConfig
 from arbibench.attacks.pgd import PGD, PGDConfig
 from arbibench.attacks.rays import RayS, RaySConfig
+from arbibench.attacks.registry import (
+    ALIASES,
+    ATTACKS,
+    attack_class,
+    attack_defaults,
+    attacks_from_spec,
+    canonical_name,
+    describe_attacks,
+    get_attack,
+    parse_attack_spec,
+    register,
+)
 from arbibench.attacks.simba import SimBA, SimBAConfig
 from arbibench.attacks.square import Square, SquareConfig
 from arbibench.attacks.threat import (
@@ -55,43 +66,15 @@ from arbibench.attacks.threat import (
 )
 from arbibench.attacks.transfer import Transfer, TransferConfig
 
-_GRADIENT_ATTACKS: tuple[type[Attack], ...] = (
-    FGSM,
-    PGD,
-    MIFGSM,
-    CWLinf,
-    APGD,
-    APGDDLR,
-    APGDT,
-    CWL2,
-    DeepFool,
-    FAB,
-    FABT,
-)
-# Score-based, decision-based and transfer attacks: they see the model only through a QueryModel (query.py).
-_BLACK_BOX_ATTACKS: tuple[type[Attack], ...] = (Square, SimBA, NES, HopSkipJump, RayS, Transfer)
-ATTACKS: dict[str, type[Attack]] = {cls.name: cls for cls in _GRADIENT_ATTACKS + _BLACK_BOX_ATTACKS}
-# "<attack>_adaptive": the attack under several BNN gradient estimators, worst case per sample.
-ATTACKS.update({cls.name: cls for cls in map(adaptive_attack_class, _GRADIENT_ATTACKS)})
-# The AutoAttack ensemble looks its components up in ATTACKS when it is built.
-ATTACKS[AutoAttack.name] = AutoAttack
-
-
-def get_attack(name: str, **params: Any) -> Attack:
-    """A configured attack by registry name (case-insensitive); bad parameters raise ValueError naming them.
-
-    ``"pgd@identity"`` or ``"apgd_ce@tanh:5,T=16"`` runs the attack under that gradient estimator (BPDA surrogate
-    and logit temperature), see :class:`GradientEstimator`.
-    """
-    base, _, estimator = str(name).partition("@")
-    cls = ATTACKS.get(base.lower())
-    if cls is None:
-        raise ValueError(f"unknown attack {base!r}; known: {', '.join(sorted(ATTACKS))}")
-    attack = cls(**params)
-    return EstimatedAttack(attack, estimator) if estimator else attack
-
-
 __all__ = [
+    "ALIASES",
+    "attack_class",
+    "attack_defaults",
+    "attacks_from_spec",
+    "canonical_name",
+    "describe_attacks",
+    "parse_attack_spec",
+    "register",
     "BLACK_BOX",
     "DECISION_BASED",
     "FAMILIES",

@@ -4,12 +4,12 @@ The "standard" version runs APGD-CE (100 steps, no restarts), APGD-T (9 target c
 (9 target classes) and Square (5000 queries) in that order, each only on the samples that every earlier component
 left correctly classified; a sample counts as robust only if all of them fail.
 
-Components are picked by registry name (``ATTACKS``), not through if/elif strings, with each component's registry
-defaults (which are AutoAttack's). A component missing from the registry (an attack not implemented in this
-installation) is skipped. Which components run is decided once, when the ensemble is built, and is part of
-:meth:`AutoAttack.config_dict`, so the store's hash names exactly the attacks that produced a result and a later
-installation with more components gets a new key instead of mixing results. ``components_run`` lists them and
-``skipped_components`` the configured ones that were missing.
+Components are picked by registry name (``ATTACKS``; AutoAttack's own names such as ``apgd-t`` are accepted), not
+through if/elif strings, with each component's registry defaults (which are AutoAttack's). A component missing from
+the registry (an attack not implemented in this installation) is skipped. Which components run is decided once, when
+the ensemble is built, and is part of :meth:`AutoAttack.config_dict`, so the store's hash names exactly the attacks
+that produced a result and a later installation with more components gets a new key instead of mixing results.
+``components_run`` lists them and ``skipped_components`` the configured ones that were missing.
 
 Each component draws its randomness from its own generator, seeded from one draw of the ensemble's generator and
 the component's name, so adding or removing a component does not change the random draws of the others.
@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from arbibench.attacks.base import Attack, predict, require_choice
+from arbibench.attacks.registry import ALIASES, ATTACKS, register
 from arbibench.attacks.threat import ThreatModel
 
 NAME = "autoattack"
@@ -46,7 +47,7 @@ class AutoAttackConfig:
             comps = self.components
             if isinstance(comps, str) or not all(isinstance(c, str) and c for c in comps):
                 raise ValueError(f"components must be a list of attack names, got {comps!r}")
-            names = tuple(c.lower() for c in comps)
+            names = tuple(ALIASES.get(c.lower(), c.lower()) for c in comps)  # AutoAttack's names accepted
             if not names:
                 raise ValueError("components must name at least one attack")
             if len(set(names)) != len(names):
@@ -77,8 +78,6 @@ class AutoAttack(Attack):
         if "components" in params and params["components"] is not None:
             params["components"] = tuple(params["components"])
         super().__init__(config, **params)
-        from arbibench.attacks import ATTACKS  # the registry imports this module: look it up when built
-
         self.attacks: list[Attack] = [ATTACKS[c]() for c in self.config.configured if c in ATTACKS]
         self.skipped_components: list[str] = [c for c in self.config.configured if c not in ATTACKS]
         if not self.attacks:
@@ -124,3 +123,6 @@ class AutoAttack(Attack):
             x_adv[idx] = candidate  # newly fooled: its adversarial example; still robust: the latest try
             fooled[idx] = predict(model, candidate) != y[idx]
         return x_adv
+
+
+register(AutoAttack)

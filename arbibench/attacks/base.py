@@ -151,8 +151,6 @@ class Attack(ABC):
             raise TypeError(f"{cls.__name__}.Config may not have a field called 'name' (config_dict uses it)")
         if cls.family not in FAMILIES:
             raise TypeError(f"{cls.__name__}.family must be one of {', '.join(FAMILIES)}, got {cls.family!r}")
-        if cls.needs_gradients != (cls.family == WHITE_BOX):
-            raise TypeError(f"{cls.__name__}: needs_gradients must be True exactly for the {WHITE_BOX} family")
         unknown = [n for n in cls.norms if n not in NORMS]
         if unknown or not cls.norms:
             raise TypeError(f"{cls.__name__}.norms must be a non-empty subset of {NORMS}, got {cls.norms!r}")
@@ -161,14 +159,6 @@ class Attack(ABC):
     def box(self) -> str:
         """``white-box`` or ``black-box``: the attack's protocol group (see :func:`access_group`)."""
         return access_group(self.family)
-
-    def for_target(self, model_name: str) -> Attack:
-        """The attack to run against the model called ``model_name``; most attacks do not depend on it.
-
-        A transfer attack whose surrogate is "the FP twin of the target" resolves it here, before the store hashes
-        the configuration, so the stored spec names the surrogate actually used.
-        """
-        return self
 
     def config_dict(self) -> dict[str, Any]:
         """The attack's identity for the store: its name and every config value (JSON-serialisable)."""

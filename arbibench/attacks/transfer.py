@@ -6,11 +6,12 @@ through a gradient estimator) runs on a surrogate from the model zoo, and the ta
 sample to tell whether the example transfers. This measures what an attacker without access to the deployed BNN
 achieves from a model they can train themselves.
 
-The default surrogate ``"fp_twin"`` is the full-precision model of the target's backbone and dataset
-(``resnet20_bnn`` -> ``resnet20_fp``), resolved in :meth:`Transfer.for_target` so that the stored spec names the
-concrete model; any zoo name is accepted too (e.g. BNN -> BNN transfer). Against the FP twin itself the attack is
-a plain white-box attack on the target (allowed, and what its accuracy then means). The surrogate is loaded from
-the zoo on first use, verified like any zoo model, on the device of the images, and kept for the next batches.
+The surrogate is a model the caller hands in: ``config.surrogate`` names it (a zoo name, or ``"fp_twin"``: the
+full-precision model of the target's backbone and dataset, ``resnet20_bnn`` -> ``resnet20_fp``) and the evaluation
+layer resolves that name against the zoo and binds the loaded model (:func:`Transfer.with_surrogate`, done by
+:func:`arbibench.evaluation.surrogates.attack_for_target`), so the stored spec names the concrete model and this
+module never imports the model zoo. Against the FP twin itself the attack is a plain white-box attack on the target
+(allowed, and what its accuracy then means).
 
 The registry's attacks stop a sample at its first misclassified iterate, and a point barely across the surrogate's
 boundary rarely transfers (measured: PGD on resnet20_fp -> resnet20_bnn at 8/255 took 100 images from 72% only to
@@ -21,6 +22,7 @@ iterations, on the surrogate's own gradients. ``early_exit=True`` keeps the atta
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -29,45 +31,13 @@ from torch import nn
 
 from arbibench.attacks.base import TRANSFER, Attack, require_bool
 from arbibench.attacks.query import BlackBoxAttack, QueryModel
+from arbibench.attacks.registry import get_attack, register
 from arbibench.attacks.threat import ThreatModel
 
 FP_TWIN = "fp_twin"
 
 
-def _zoo() -> dict[str, Any]:
-    # imported on use: the attacks layer does not import models at import time (no cycle, light import)
-    from arbibench.models.zoo import ZOO
-
-    return ZOO
-
-
-def _known_models() -> str:
-    return ", ".join(sorted(_zoo()))
-
-
-def fp_twin(model_name: str) -> str:
-    """Zoo name of the full-precision model with the same backbone and dataset as ``model_name``."""
-    zoo = _zoo()
-    entry = zoo.get(model_name)
-    if entry is None:
-        raise ValueError(
-            f"cannot resolve the transfer surrogate {FP_TWIN!r} for unknown target model {model_name!r}: name a "
-            f"surrogate explicitly (surrogate=...) or use a zoo model; known models: {_known_models()}"
-        )
-    from arbibench.models.zoo import fp_twin_name
-
-    twin = fp_twin_name(entry)
-    if twin is None:
-        raise ValueError(
-            f"the zoo has no full-precision {entry.arch} on {entry.dataset} to act as the FP twin of {model_name!r}; "
-            f"name a surrogate explicitly; known models: {_known_models()}"
-        )
-    return twin
-
-
 def _white_box(name: str) -> Attack:
-    from arbibench.attacks import get_attack  # the registry imports this module
-
     attack = get_attack(name)
     if not attack.needs_gradients:
         raise ValueError(
@@ -106,16 +76,14 @@ class _NoEarlyExit(nn.Module):
 
 @dataclass(frozen=True)
 class TransferConfig:
-    surrogate: str = FP_TWIN  # a zoo model name, or "fp_twin": the target's full-precision twin
+    surrogate: str = FP_TWIN  # a zoo model name, or "fp_twin": the target's full-precision twin (the caller resolves)
     attack: str = "pgd"  # white-box attack run on the surrogate, by registry name, with its default config
     max_queries: int = 1  # one label query per sample tells whether the example transfers
     early_exit: bool = False  # let the white-box attack stop at its first surrogate misclassification (see above)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.surrogate, str) or (self.surrogate != FP_TWIN and self.surrogate not in _zoo()):
-            raise ValueError(
-                f"unknown surrogate {self.surrogate!r}: use {FP_TWIN!r} or a zoo model; known models: {_known_models()}"
-            )
+        if not isinstance(self.surrogate, str) or not self.surrogate:
+            raise ValueError(f"surrogate must be {FP_TWIN!r} or a zoo model name, got {self.surrogate!r}")
         if not isinstance(self.attack, str):
             raise ValueError(f"attack must be an attack name such as 'pgd', got {self.attack!r}")
         _white_box(self.attack)
@@ -133,31 +101,32 @@ class Transfer(BlackBoxAttack):
     Config = TransferConfig
     config: TransferConfig
 
-    def __init__(self, config: TransferConfig | None = None, **params: Any) -> None:
+    def __init__(
+        self, config: TransferConfig | None = None, *, surrogate_model: nn.Module | None = None, **params: Any
+    ) -> None:
         super().__init__(config, **params)
-        self._surrogates: dict[str, nn.Module] = {}  # device -> loaded surrogate
+        self._surrogate = surrogate_model
+        self._on_device: dict[str, nn.Module] = {}  # device -> the surrogate there
 
-    def for_target(self, model_name: str) -> Transfer:
-        """This attack with ``"fp_twin"`` replaced by the concrete zoo name, so the store's spec names it."""
-        if self.config.surrogate != FP_TWIN:
-            return self
-        return Transfer(replace(self.config, surrogate=fp_twin(model_name)))
+    def with_surrogate(self, name: str, model: nn.Module) -> Transfer:
+        """This attack crafting on ``model``, the surrogate the caller resolved for ``config.surrogate`` (``name``:
+        its zoo name, which replaces ``"fp_twin"`` in the config, so the store's spec names the model used)."""
+        return Transfer(replace(self.config, surrogate=name), surrogate_model=model)
 
     def surrogate_model(self, device: torch.device) -> nn.Module:
-        """The surrogate on ``device``, loaded from the zoo (checksum-verified) once per device."""
-        name = self.config.surrogate
-        if name == FP_TWIN:
+        """The bound surrogate on ``device`` (moved once per device, the caller's copy left where it is)."""
+        if self._surrogate is None:
             raise ValueError(
-                f"transfer surrogate {FP_TWIN!r} is resolved per target: call attack.for_target(model_name) first "
-                "(the runner does), or name a zoo surrogate"
+                f"the transfer attack has no surrogate model for {self.config.surrogate!r}: the caller resolves it "
+                "(arbibench.evaluation.surrogates.attack_for_target(attack, target_name) loads it from the zoo; "
+                "benchmark(), evaluate() and the protocol do this), or pass Transfer(surrogate_model=model)"
             )
         key = str(device)
-        if key not in self._surrogates:
-            from arbibench.models.zoo import load_model
-
-            entry = _zoo()[name]
-            self._surrogates[key] = load_model(name, dataset=entry.dataset, device=device)
-        return self._surrogates[key]
+        if key not in self._on_device:
+            here = next(self._surrogate.parameters(), torch.empty(0)).device
+            self._on_device[key] = self._surrogate if here == torch.device(device) else (
+                copy.deepcopy(self._surrogate).to(device).eval())
+        return self._on_device[key]
 
     def attack(
         self,
@@ -173,3 +142,6 @@ class Transfer(BlackBoxAttack):
         x_adv = _white_box(self.config.attack)(surrogate, x, y, threat, generator)  # verified within the threat
         fooled = oracle.is_adversarial(x_adv, torch.arange(x.shape[0]))
         return torch.where(fooled.to(x.device).view(-1, *([1] * (x.dim() - 1))), x_adv, x)
+
+
+register(Transfer)

@@ -20,12 +20,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from arbibench.cards import CLASS_NAMES
 from arbibench.data.download import download_and_extract
 from arbibench.data.subsets import select_indices
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
-CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+CIFAR10_CLASSES = CLASS_NAMES["cifar10"]
 SPLIT_SIZES = {"train": 50_000, "test": 10_000}
 _RECORD = 1 + 3 * 32 * 32
 

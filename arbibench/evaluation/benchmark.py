@@ -10,7 +10,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from arbibench.attacks import Attack, get_attack, get_threat_model
+from arbibench.attacks import Attack, get_threat_model
 from arbibench.data.datasets import check_dataset, load_dataset
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
@@ -19,6 +19,8 @@ from arbibench.evaluation.model_card import benchmark_card, card_path, write_car
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
+from arbibench.evaluation.surrogates import attack_for_target
+from arbibench.models.zoo import load_model
 
 
 def subset_description(n: int, seed: int | None) -> str:
@@ -73,14 +75,12 @@ def benchmark(
         raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
                          "for clean accuracy alone use clean_accuracy()")
     if isinstance(model, str):
-        from arbibench.models.zoo import load_model
-
         model_name = model_name or model
         model = load_model(model, model_dir, dataset=dataset, device=device)
     elif not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
     name = model_name or type(model).__name__
-    attack_objs = [(get_attack(a) if isinstance(a, str) else a).for_target(name) for a in attacks]
+    attack_objs = [attack_for_target(a, name) for a in attacks]
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(Path(store)) if own_store else store

@@ -31,9 +31,10 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from arbibench.attacks import Attack, get_attack, get_threat_model
+from arbibench.attacks import Attack, get_threat_model
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
+from arbibench.evaluation.surrogates import attack_for_target
 
 # Attacks whose stored per-sample perturbation is the distance they found for every fooled image, so one run at
 # eps_max gives each image's bound without a search.
@@ -153,7 +154,7 @@ def minimal_perturbation(
     if isinstance(search_rounds, bool) or not isinstance(search_rounds, int) or not 1 <= search_rounds <= 12:
         raise ValueError(f"search_rounds must be an integer from 1 to 12, got {search_rounds!r}")
     get_threat_model(threat_model, eps_max)  # validates the norm and eps_max
-    attack_objs = [(get_attack(a) if isinstance(a, str) else a).for_target(model_name) for a in attacks]
+    attack_objs = [attack_for_target(a, model_name) for a in attacks]
     if not attack_objs:
         raise ValueError("minimal_perturbation needs at least one attack")
     indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()

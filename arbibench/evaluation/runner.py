@@ -26,11 +26,12 @@ from rich.progress import (
 from rich.text import Text
 from torch import nn
 
-from arbibench.attacks import Attack, ThreatModel, get_attack
+from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import BlackBoxAttack
 from arbibench.evaluation.checks import run_checks
 from arbibench.evaluation.inputs import check_finite_logits, check_images, check_labels, check_model, resolve_device
 from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
+from arbibench.evaluation.surrogates import attack_for_target
 
 CLEAN = "clean"
 
@@ -202,7 +203,7 @@ def evaluate(
     if not attacks:
         raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
                          "for clean accuracy alone use clean_accuracy()")
-    attack_objs = [(get_attack(a) if isinstance(a, str) else a).for_target(model_name) for a in attacks]
+    attack_objs = [attack_for_target(a, model_name) for a in attacks]
     names = [a.name for a in attack_objs]
     if len(set(names)) != len(names):
         raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")

@@ -12,7 +12,7 @@ __all__ = ["BuildReport", "CardError", "LeaderboardError", "ModelCard", "build_s
 
 def __getattr__(name: str) -> Any:
     if name in ("build_site", "BuildReport"):
-        from arbibench.leaderboard import site
+        from arbibench.leaderboard import site  # start-up: matplotlib loads only when a site is built
 
         return getattr(site, name)
     raise AttributeError(f"module 'arbibench.leaderboard' has no attribute {name!r}")

@@ -21,7 +21,7 @@ def build(
     format: str = typer.Option("png,svg", "--format", help="Figure file formats, comma-separated: png, svg, pdf."),  # noqa: A002
 ) -> None:
     """Build the static leaderboard site and the paper figures (OUT/figures/)."""
-    from arbibench.leaderboard.site import build_site
+    from arbibench.leaderboard.site import build_site  # start-up: matplotlib only for a build
 
     try:
         report = build_site(model_info, out, format)
@@ -42,7 +42,7 @@ def serve(
     port: int = typer.Option(8000, help="Port on 127.0.0.1 (0 picks a free one)."),
 ) -> None:
     """Serve the built site on http://127.0.0.1:PORT/ (local only)."""
-    from arbibench.leaderboard.serve import serve as run
+    from arbibench.leaderboard.serve import serve as run  # start-up: only for serve
 
     try:
         run(dir, port)

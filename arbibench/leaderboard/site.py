@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from arbibench.cards import CLASS_NAMES
 from arbibench.faults import fault_point
 from arbibench.leaderboard.cards import LeaderboardError, load_cards
 from arbibench.leaderboard.corruptions import corruption_section, load_corruption_cards, write_corruption_figures
@@ -26,6 +27,7 @@ from arbibench.leaderboard.examples import write_examples
 from arbibench.leaderboard.figures import FigureFile, parse_formats, write_figures
 from arbibench.leaderboard.pages import index_html, model_href, model_html
 from arbibench.leaderboard.ranking import DATASET_NAMES, Board, build_boards
+from arbibench.version import __version__
 
 MARKER = ".arbibench-site"
 
@@ -42,11 +44,7 @@ class BuildReport:
 
 
 def _class_names(dataset: str) -> tuple[str, ...] | None:
-    if dataset.lower() in ("cifar10", "cifar-10"):
-        from arbibench.data.cifar10 import CIFAR10_CLASSES
-
-        return tuple(CIFAR10_CLASSES)
-    return None
+    return CLASS_NAMES.get(dataset.lower().replace("-", ""))
 
 
 def _check_replaceable(out: Path) -> None:
@@ -65,8 +63,6 @@ def _check_replaceable(out: Path) -> None:
 def _write_site(
     root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int, corruption_cards: list | None = None,
 ) -> BuildReport:
-    from arbibench import __version__
-
     figures: list[FigureFile] = write_figures(boards, root / "figures", formats)
     corruption_cards = corruption_cards or []
     figures += write_corruption_figures(corruption_cards, root / "figures", formats)
