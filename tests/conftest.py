@@ -103,12 +103,12 @@ class OneHot(nn.Module):
 
 
 class Counting(nn.Module):
-    """Counts the images it is asked to classify."""
+    """Counts the images it is asked to classify (a one-image query runs as two copies of it: counted once)."""
 
     def __init__(self, inner: nn.Module) -> None:
         super().__init__()
         self.inner, self.images = inner, 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.images += x.shape[0]
+        self.images += 1 if x.shape[0] == 2 and x.stride(0) == 0 else x.shape[0]
         return self.inner(x)

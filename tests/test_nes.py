@@ -68,7 +68,7 @@ def test_estimate_follows_the_gradient(sampling: str) -> None:
     attack = NES(max_queries=402, samples=400, sigma=0.01, momentum=0.0, loss="margin", sampling=sampling)
     x_adv = attack(model, x, y, Linf(0.01), torch.Generator().manual_seed(0))
     assert torch.equal(x_adv, x) and int(attack.query_counts[0]) == 402
-    step = torch.sign((model.last - x).flatten())
+    step = torch.sign((model.last[:1] - x).flatten())  # a one-image query runs as two copies
     grad = model.w[1] - model.w[0]
     agree = step == torch.sign(grad)
     assert float(agree.double().mean()) >= 0.8

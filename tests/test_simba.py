@@ -29,7 +29,7 @@ class RowCounter(nn.Module):
         self.rows = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.rows += x.shape[0]
+        self.rows += 1 if x.shape[0] == 2 and x.stride(0) == 0 else x.shape[0]  # a one-image query runs as 2 copies
         return self.inner(x)
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from arbibench.attacks.base import DECISION_BASED, require_int, require_positive_float
-from arbibench.attacks.query import BlackBoxAttack, QueryModel
+from arbibench.attacks.query import BlackBoxAttack, QueryModel, QuerySteps
 from arbibench.attacks.threat import ThreatModel
 
 # Images per oracle call: bounds memory when probes for many samples are queried at once.
@@ -65,16 +65,12 @@ class DecisionLog:
     def remaining(self, idx: torch.Tensor) -> torch.Tensor:
         return self.oracle.remaining(idx)
 
-    def decide(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """Whether each input (belonging to original ``idx``) is adversarial; bool on CPU, one query each."""
+    def decide(self, x: torch.Tensor, idx: torch.Tensor) -> QuerySteps:
+        """Query steps: whether each input (belonging to original ``idx``) is adversarial; bool on CPU, one query
+        each (``adv = yield from log.decide(x, idx)``)."""
         idx = idx.cpu()
         x = x.detach()
-        adv = torch.cat(
-            [
-                self.oracle.is_adversarial(x[s : s + QUERY_CHUNK], idx[s : s + QUERY_CHUNK]).cpu()
-                for s in range(0, idx.numel(), QUERY_CHUNK)
-            ]
-        )
+        adv = (yield from self.oracle.query_adversarial(x, idx)).cpu()
         self._record(x, idx, adv)
         return adv
 
@@ -136,14 +132,15 @@ class HopSkipJump(BlackBoxAttack):
     Config = HSJAConfig
     config: HSJAConfig
 
-    def attack(
+    def steps(
         self,
         oracle: QueryModel,
         x: torch.Tensor,
         y: torch.Tensor,
         threat: ThreatModel,
         generator: torch.Generator,
-    ) -> torch.Tensor:
+        min_distance: list[torch.Tensor],
+    ) -> QuerySteps:
         if threat.norm not in ("L2", "Linf"):
             raise ValueError(f"hsja supports the L2 and Linf threat models, not {threat.norm}")
         cfg = self.config
@@ -152,11 +149,11 @@ class HopSkipJump(BlackBoxAttack):
         d = x[0].numel()
         theta = cfg.gamma / (d**2 if linf else d**1.5)
 
-        cur, started = self._start(log, x, generator)
+        cur, started = yield from self._start(log, x, generator)
         idx = started.nonzero().flatten()
         t = 0
         if idx.numel():
-            cur, dist = self._boundary(log, x, idx, cur[idx.to(x.device)], linf, theta)
+            cur, dist = yield from self._boundary(log, x, idx, cur[idx.to(x.device)], linf, theta)
         while idx.numel():
             t += 1
             live = log.can_query()[idx]
@@ -168,18 +165,18 @@ class HopSkipJump(BlackBoxAttack):
             else:
                 delta = (d * theta if linf else math.sqrt(d) * theta) * dist
             evals = min(int(cfg.init_evals * math.sqrt(t)), cfg.max_evals)
-            grad = self._direction(log, cur, idx, evals, delta, linf, generator)
+            grad = yield from self._direction(log, cur, idx, evals, delta, linf, generator)
             update = grad.sign() if linf else grad
-            stepped, moved = self._step(log, cur, idx, update, dist / math.sqrt(t))
+            stepped, moved = yield from self._step(log, cur, idx, update, dist / math.sqrt(t))
             if bool(moved.any()):
                 m = moved.to(x.device)
-                cur[m], dist[moved] = self._boundary(log, x, idx[moved], stepped[m], linf, theta)
-        self.min_distance = log.best_dist.clone()
+                cur[m], dist[moved] = yield from self._boundary(log, x, idx[moved], stepped[m], linf, theta)
+        min_distance.append(log.best_dist.clone())
         return log.result()
 
     def _start(
         self, log: DecisionLog, x: torch.Tensor, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> QuerySteps:
         """Misclassified uniform noise, pulled towards the original by a coarse blend search; and which have one."""
         n = x.shape[0]
         dev = x.device
@@ -190,7 +187,7 @@ class HopSkipJump(BlackBoxAttack):
             if idx.numel() == 0:
                 break
             draw = torch.rand((idx.numel(), *x.shape[1:]), generator=generator).to(device=dev, dtype=x.dtype)
-            adv = log.decide(draw, idx)
+            adv = yield from log.decide(draw, idx)
             noise[idx[adv].to(dev)] = draw[adv.to(dev)]
             found[idx[adv]] = True
         lo = torch.zeros(n, dtype=torch.float64)
@@ -201,7 +198,7 @@ class HopSkipJump(BlackBoxAttack):
                 break
             mid = (lo[act] + hi[act]) / 2
             xa, na = x[act.to(dev)], noise[act.to(dev)]
-            adv = log.decide(xa + _view(mid, xa) * (na - xa), act)
+            adv = yield from log.decide(xa + _view(mid, xa) * (na - xa), act)
             hi[act] = torch.where(adv, mid, hi[act])
             lo[act] = torch.where(adv, lo[act], mid)
         # hi = 1 is the noise itself; otherwise the blend at hi was queried and found adversarial
@@ -216,7 +213,7 @@ class HopSkipJump(BlackBoxAttack):
         far: torch.Tensor,
         linf: bool,
         theta: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> QuerySteps:
         """Binary search from adversarial points ``far`` towards the originals ``x[idx]``; returns the adversarial
         end of each final interval (a point that was queried, or ``far``) and its distance (float64, CPU).
 
@@ -245,7 +242,7 @@ class HopSkipJump(BlackBoxAttack):
             if sel.numel() == 0:
                 break
             mid = (lo[sel] + hi[sel]) / 2
-            adv = log.decide(project(mid, sel), idx[sel])
+            adv = yield from log.decide(project(mid, sel), idx[sel])
             hi[sel] = torch.where(adv, mid, hi[sel])
             lo[sel] = torch.where(adv, lo[sel], mid)
         everyone = torch.arange(idx.numel())
@@ -261,7 +258,7 @@ class HopSkipJump(BlackBoxAttack):
         delta: torch.Tensor,
         linf: bool,
         generator: torch.Generator,
-    ) -> torch.Tensor:
+    ) -> QuerySteps:
         """Unit (L2) estimate of the boundary normal at each ``cur``, pointing to the adversarial side.
 
         Probes are unit vectors (uniform in the cube for Linf, Gaussian for L2, as in the paper), clipped to the
@@ -289,7 +286,7 @@ class HopSkipJump(BlackBoxAttack):
             probes = (flat[s : s + k].unsqueeze(1) + dk * u).clamp(0.0, 1.0)
             u = (probes - flat[s : s + k].unsqueeze(1)) / dk  # the probe actually made, after clipping to the box
             owners = idx[s : s + k].view(-1, 1).expand(k, evals)[use]
-            adv = log.decide(probes[use.to(dev)].view(-1, *cur.shape[1:]), owners)
+            adv = yield from log.decide(probes[use.to(dev)].view(-1, *cur.shape[1:]), owners)
             f = torch.zeros(k, evals, dtype=torch.float64)
             f[use] = adv.double() * 2 - 1
             count = use.sum(dim=1).clamp_min(1)
@@ -303,7 +300,7 @@ class HopSkipJump(BlackBoxAttack):
 
     def _step(
         self, log: DecisionLog, cur: torch.Tensor, idx: torch.Tensor, update: torch.Tensor, size: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> QuerySteps:
         """Geometric step-size search: from ``size``, halve until ``cur + size * update`` is adversarial.
 
         Returns the adversarial stepped points and a mask of samples that found one (the others keep ``cur``).
@@ -319,7 +316,7 @@ class HopSkipJump(BlackBoxAttack):
                 break
             sd = sel.to(dev)
             cand = (cur[sd] + _view(size[sel], cur) * update[sd]).clamp(0.0, 1.0)
-            adv = log.decide(cand, idx[sel])
+            adv = yield from log.decide(cand, idx[sel])
             stepped[sd[adv.to(dev)]] = cand[adv.to(dev)]
             moved[sel[adv]] = True
             size[sel[~adv]] /= 2

@@ -24,7 +24,7 @@ import torch
 
 from arbibench.attacks.base import require_choice, require_int, require_loss, require_positive_float
 from arbibench.attacks.losses import get_loss
-from arbibench.attacks.query import BlackBoxAttack, QueryModel
+from arbibench.attacks.query import BlackBoxAttack, QueryModel, QuerySteps
 from arbibench.attacks.threat import ThreatModel
 
 SAMPLINGS = ("gaussian", "rademacher")
@@ -62,14 +62,15 @@ class NES(BlackBoxAttack):
     Config = NESConfig
     config: NESConfig
 
-    def attack(
+    def steps(
         self,
         oracle: QueryModel,
         x: torch.Tensor,
         y: torch.Tensor,
         threat: ThreatModel,
         generator: torch.Generator,
-    ) -> torch.Tensor:
+        min_distance: list[torch.Tensor],
+    ) -> QuerySteps:
         cfg = self.config
         loss_fn = get_loss(cfg.loss)
         n = x.shape[0]
@@ -78,7 +79,7 @@ class NES(BlackBoxAttack):
         step = cfg.rel_stepsize * threat.eps
         x_cur = x.clone()
         grad = torch.zeros_like(x)
-        fooled = (oracle.scores(x_cur, torch.arange(n)).argmax(dim=1) != y).cpu()
+        fooled = ((yield from oracle.query_scores(x_cur, torch.arange(n))).argmax(dim=1) != y).cpu()
         while True:
             # A sample iterates only if it can pay for an estimate and the test of the step it leads to.
             active = (~fooled & (oracle.remaining() >= cfg.samples + 1)).nonzero().flatten()
@@ -95,7 +96,7 @@ class NES(BlackBoxAttack):
             centre = x_cur[a][:, None]
             probes = torch.cat([centre + cfg.sigma * u, centre - cfg.sigma * u], dim=1).clamp(0.0, 1.0)
             owners = active.repeat_interleave(cfg.samples)
-            logits = oracle.scores(probes.flatten(0, 1), owners)
+            logits = yield from oracle.query_scores(probes.flatten(0, 1), owners)
             losses = loss_fn(logits, y[a].repeat_interleave(cfg.samples)).view(m, cfg.samples)
             # A probe that is already adversarial and inside the threat model ends its sample's attack (kept).
             probes = probes.flatten(0, 1)
@@ -117,7 +118,7 @@ class NES(BlackBoxAttack):
             estimate = (diff.view(m, half, *([1] * (x.dim() - 1))) * u).sum(dim=1) / (cfg.samples * cfg.sigma)
             grad[a] = cfg.momentum * grad[a] + (1.0 - cfg.momentum) * estimate
             x_cur[a] = threat.project(x_cur[a] + step * threat.step_direction(grad[a]), x[a])
-            fooled[active] = (oracle.scores(x_cur[a], active).argmax(dim=1) != y[a]).cpu()
+            fooled[active] = ((yield from oracle.query_scores(x_cur[a], active)).argmax(dim=1) != y[a]).cpu()
 
         x_adv = x.clone()
         x_adv[fooled.to(dev)] = x_cur[fooled.to(dev)]

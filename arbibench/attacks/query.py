@@ -6,23 +6,101 @@ query per sample. Budgets are per sample: a query that would take any sample pas
 as an error, not as an inflated success rate. The oracle also records, per sample, the query count at which it
 first answered for an input that is misclassified *and* inside the threat model (within eps, in [0, 1]): "queries
 at success", so every black-box attack reports query counts the same way whatever its internal bookkeeping.
+
+The oracle answers from the model's fused inference path (:func:`arbibench.nn.fused.inference_model`: the same
+logits bit for bit, without re-binarizing the kernels at every query) and confirms on the reference model every
+answer that would end a sample's attack (misclassified within the threat model). Should the two ever disagree, the
+attack is given the reference's answer and carries on, and ``discrepancies`` counts it: a disagreement can cost
+queries, never a robustness number.
+
+Attacks are written as *query steps*: a generator that yields the inputs it wants answered and receives their
+logits (``logits = yield from oracle.query_scores(x, idx)``). Run alone (:func:`drive`), that is an ordinary
+attack; run side by side (:func:`run_pooled`), the still-robust images of several store batches share one forward
+batch. Each step sequence depends only on its own images, generator and answers, and a model's answer for an image
+does not depend on the other images of the forward batch (single-image forwards are padded to two rows, because
+PyTorch's one-image convolution path rounds differently), so pooled and unpooled runs give the same numbers for
+the same seed.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from arbibench.attacks.base import SCORE_BASED, Attack, require_choice, require_int
+from arbibench.attacks.base import SCORE_BASED, Attack, _validate_inputs, require_choice, require_int
 from arbibench.attacks.threat import ThreatModel
+from arbibench.nn.fused import inference_model
 
 ACCESS = ("scores", "labels")
 # Largest batch sent to the model at once: attacks that query many probes per sample (NES) would otherwise run
 # batches of thousands of images, slower per image on CPU (activations fall out of cache) and heavy on memory.
 QUERY_CHUNK = 256
+
+
+# A query step sequence: yields inputs to answer, receives their logits, returns its result.
+QuerySteps = Generator[torch.Tensor, torch.Tensor, Any]
+
+
+@torch.no_grad()
+def forward_queries(model: nn.Module | Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """Logits of ``x`` in chunks of :data:`QUERY_CHUNK`; a one-image chunk runs as two copies (see module doc)."""
+    if len(x) == 0:
+        return model(x).detach()
+    parts = []
+    for part in x.split(QUERY_CHUNK):
+        parts.append(model(part.expand(2, *part.shape[1:]))[:1] if len(part) == 1 else model(part))
+    return torch.cat(parts).detach()
+
+
+def drive(steps: QuerySteps, answer: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """Run one query step sequence to its end, answering each request with ``answer``; returns its result."""
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(answer(request))
+    except StopIteration as finished:
+        return finished.value
+
+
+def run_pooled(
+    sessions: Iterable[tuple[Any, QuerySteps]],
+    answer: Callable[[torch.Tensor], torch.Tensor],
+    target_rows: int = QUERY_CHUNK,
+) -> Iterator[tuple[Any, Any]]:
+    """Run many step sequences with one forward per round; yields ``(key, result)`` as each sequence finishes.
+
+    Sequences are started in order while the round's forward batch holds fewer than ``target_rows`` inputs, so the
+    batch stays full as images are fooled and leave. Every sequence gets exactly the answers it would get alone.
+    """
+    todo = iter(sessions)
+    live: list[tuple[Any, QuerySteps, torch.Tensor]] = []
+    exhausted = False
+    while True:
+        while not exhausted and sum(len(r) for _, _, r in live) < target_rows:
+            nxt = next(todo, None)
+            if nxt is None:
+                exhausted = True
+                break
+            key, steps = nxt
+            try:
+                live.append((key, steps, next(steps)))
+            except StopIteration as finished:
+                yield key, finished.value
+        if not live:
+            return
+        logits = answer(torch.cat([r for _, _, r in live]))
+        answers = logits.split([len(r) for _, _, r in live])
+        still: list[tuple[Any, QuerySteps, torch.Tensor]] = []
+        for (key, steps, _), got in zip(live, answers, strict=True):
+            try:
+                still.append((key, steps, steps.send(got)))
+            except StopIteration as finished:
+                yield key, finished.value
+        live = still
 
 
 class QueryBudgetExceeded(RuntimeError):  # noqa: N818 - reads as the event it reports
@@ -52,7 +130,9 @@ class QueryModel:
     ) -> None:
         require_choice("access", access, ACCESS)
         require_int("max_queries", max_queries, 1)
-        self._model = model
+        self.reference = model
+        self._model, self.inference_note = inference_model(model)
+        self.discrepancies = 0  # fused answers the reference contradicted (see the module docstring)
         self.x0, self.y, self.threat = x.detach(), y, threat
         self.access, self.max_queries = access, max_queries
         n = x.shape[0]
@@ -67,22 +147,37 @@ class QueryModel:
         left = self.max_queries - self.queries
         return left if idx is None else left[idx.cpu()]
 
+    def answer(self, x: torch.Tensor) -> torch.Tensor:
+        """The model's logits for a forward batch (no accounting): what :func:`drive` answers requests with."""
+        return forward_queries(self._model, x)
+
     def scores(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Logits [len(idx), classes] for inputs ``x`` belonging to originals ``idx``; one query each."""
-        if self.access != "scores":
-            raise QueryAccessError("this oracle answers labels only (decision-based access); scores are hidden")
-        return self._query(x, idx)
+        return drive(self.query_scores(x, idx), self.answer)
 
     def labels(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Top-1 labels for inputs ``x`` belonging to originals ``idx``; one query each."""
-        return self._query(x, idx).argmax(dim=1)
+        return drive(self.query_labels(x, idx), self.answer)
 
     def is_adversarial(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Whether each input is misclassified (label access is enough); one query each."""
-        return self.labels(x, idx) != self.y[idx]
+        return drive(self.query_adversarial(x, idx), self.answer)
 
-    @torch.no_grad()
-    def _query(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    # -- the same three as query steps (``yield from``), for attacks written as step sequences -----------------------
+    def query_scores(self, x: torch.Tensor, idx: torch.Tensor) -> Generator[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.access != "scores":
+            raise QueryAccessError("this oracle answers labels only (decision-based access); scores are hidden")
+        return (yield from self._query(x, idx))
+
+    def query_labels(self, x: torch.Tensor, idx: torch.Tensor) -> Generator[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return (yield from self._query(x, idx)).argmax(dim=1)
+
+    def query_adversarial(
+        self, x: torch.Tensor, idx: torch.Tensor
+    ) -> Generator[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return (yield from self.query_labels(x, idx)) != self.y[torch.as_tensor(idx).to(self.y.device)]
+
+    def _query(self, x: torch.Tensor, idx: torch.Tensor) -> Generator[torch.Tensor, torch.Tensor, torch.Tensor]:
         if x.requires_grad:
             raise QueryAccessError("a black-box oracle gives no gradients: pass detached inputs")
         idx = torch.as_tensor(idx, dtype=torch.int64).cpu()
@@ -95,8 +190,7 @@ class QueryModel:
                 f"{int(over.sum())} samples would exceed their budget of {self.max_queries} queries "
                 f"(sample {int(over.nonzero()[0])} has {int(self.remaining()[over][0])} left)"
             )
-        parts = x.split(QUERY_CHUNK) if len(x) else (x,)
-        logits = torch.cat([self._model(part).detach() for part in parts])
+        logits = yield x.detach()
         # Charge query by query in input order, so "queries at success" is exact when one sample has several inputs:
         # position[j] is 1 + the number of earlier inputs of the same sample (vectorised: no per-sample Python loop).
         order = torch.sort(idx, stable=True).indices
@@ -110,6 +204,8 @@ class QueryModel:
         in_box = ((flat >= -1e-6) & (flat <= 1.0 + 1e-6)).all(dim=1).cpu()  # what ThreatModel.verify accepts
         within = (dist <= self.threat.eps + 1e-6) & in_box
         hit = fooled & within & (self.success_queries[idx] < 0)
+        if bool(hit.any()) and self._model is not self.reference:
+            logits, hit = self._confirm(x, idx, logits, hit)
         if bool(hit.any()):  # the first hit per sample wins
             first = torch.full((len(self),), torch.iinfo(torch.int64).max, dtype=torch.int64)
             first.scatter_reduce_(0, idx[hit], position[hit], reduce="amin")
@@ -117,6 +213,23 @@ class QueryModel:
             self.success_queries[new] = self.queries[new] + first[new]
         self.queries += cost
         return logits
+
+    @torch.no_grad()
+    def _confirm(
+        self, x: torch.Tensor, idx: torch.Tensor, logits: torch.Tensor, hit: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Re-ask the reference model about the hits; where it disagrees, its logits replace the fused ones."""
+        rows = hit.nonzero().flatten()
+        dev = x.device
+        ref = forward_queries(self.reference, x[rows.to(dev)].detach())
+        agree = (ref.argmax(dim=1) != self.y[idx[rows].to(dev)]).cpu()
+        if not bool(agree.all()):
+            self.discrepancies += int((~agree).sum())
+            logits = logits.clone()
+            logits[rows[~agree].to(logits.device)] = ref[~agree.to(ref.device)].to(logits)
+            hit = hit.clone()
+            hit[rows[~agree]] = False
+        return logits, hit
 
 
 class BlackBoxAttack(Attack):
@@ -135,6 +248,8 @@ class BlackBoxAttack(Attack):
         super().__init__(config, **params)
         self.query_counts: torch.Tensor | None = None
         self.min_distance: torch.Tensor | None = None
+        self.discrepancies = 0
+        self.inference_note: str | None = None
 
     def run(
         self,
@@ -146,14 +261,48 @@ class BlackBoxAttack(Attack):
     ) -> torch.Tensor:
         self.query_counts, self.min_distance = None, None
         oracle = QueryModel(model, x, y, threat, access=self.access, max_queries=self.config.max_queries)
-        x_adv = self.attack(oracle, x, y, threat, generator)
-        fooled_within = oracle.success_queries >= 0
-        self.query_counts = torch.where(fooled_within, oracle.success_queries, oracle.queries)
-        if self.min_distance is None:
-            self.min_distance = torch.where(fooled_within, threat.distance(x_adv, x).cpu().double(), torch.inf)
-        return x_adv
+        result = drive(self._steps_with_bookkeeping(oracle, x, y, threat, generator), oracle.answer)
+        self.query_counts, self.min_distance = result.query_counts, result.min_distance
+        self.discrepancies, self.inference_note = result.discrepancies, result.inference_note
+        return result.x_adv
 
-    @abstractmethod
+    def session(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> QuerySteps:
+        """The attack on one batch as query steps (for :func:`run_pooled`), returning a :class:`BlackBoxResult`.
+
+        The same checks as :meth:`Attack.__call__`: inputs validated, the result verified against the threat model.
+        The steps' requests must be answered with ``forward_queries(inference_model(model)[0], request)``.
+        """
+        _validate_inputs(model, x, y, threat, generator)
+        x = x.detach()
+        oracle = QueryModel(model, x, y, threat, access=self.access, max_queries=self.config.max_queries)
+        result = yield from self._steps_with_bookkeeping(oracle, x, y, threat, generator)
+        threat.verify(result.x_adv, x)
+        return result
+
+    def _steps_with_bookkeeping(
+        self, oracle: QueryModel, x: torch.Tensor, y: torch.Tensor, threat: ThreatModel, generator: torch.Generator
+    ) -> QuerySteps:
+        found: list[torch.Tensor] = []  # a decision-based attack's min_distance, reported through the list
+        x_adv = yield from self.steps(oracle, x, y, threat, generator, found)
+        fooled_within = oracle.success_queries >= 0
+        min_distance = found[0] if found else torch.where(
+            fooled_within, threat.distance(x_adv, x).cpu().double(), torch.inf
+        )
+        return BlackBoxResult(
+            x_adv.detach(),
+            torch.where(fooled_within, oracle.success_queries, oracle.queries),
+            min_distance,
+            oracle.discrepancies,
+            oracle.inference_note,
+        )
+
     def attack(
         self,
         oracle: QueryModel,
@@ -162,8 +311,44 @@ class BlackBoxAttack(Attack):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
-        """Return ``x_adv`` within ``threat`` (the originals where no adversarial within eps was found).
+        """Return ``x_adv`` within ``threat`` (the originals where no adversarial within eps was found)."""
+        found: list[torch.Tensor] = []
+        x_adv = drive(self.steps(oracle, x, y, threat, generator, found), oracle.answer)
+        if found:
+            self.min_distance = found[0]
+        return x_adv
 
-        Decision-based attacks that search beyond eps set ``self.min_distance`` to the smallest perturbation they
-        found per sample before returning.
+    def steps(
+        self,
+        oracle: QueryModel,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+        min_distance: list[torch.Tensor],
+    ) -> QuerySteps:
+        """The attack as query steps; returns ``x_adv`` within ``threat`` (the originals where none was found).
+
+        Decision-based attacks that search beyond eps append the smallest perturbation they found per sample to
+        ``min_distance`` before returning. A subclass that implements only :meth:`attack` (blocking oracle calls)
+        still works everywhere; its batches just never share a forward batch.
         """
+        if type(self).attack is BlackBoxAttack.attack:
+            raise NotImplementedError(f"{type(self).__name__} implements neither steps() nor attack()")
+        self.min_distance = None
+        x_adv = self.attack(oracle, x, y, threat, generator)
+        if self.min_distance is not None:
+            min_distance.append(self.min_distance)
+        return x_adv
+        yield  # a generator, though it never asks for a pooled forward
+
+
+@dataclass(frozen=True)
+class BlackBoxResult:
+    """What a black-box attack on one batch produces, for the runner to verify and store."""
+
+    x_adv: torch.Tensor
+    query_counts: torch.Tensor  # queries at success (fooled within eps) or spent (the others), per sample
+    min_distance: torch.Tensor  # smallest adversarial perturbation found per sample, inf where none
+    discrepancies: int  # fused answers the reference model contradicted
+    inference_note: str | None  # why the reference model answered the queries, when it did

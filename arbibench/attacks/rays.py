@@ -25,7 +25,7 @@ import torch
 
 from arbibench.attacks.base import DECISION_BASED, require_int, require_positive_float
 from arbibench.attacks.hsja import DecisionLog
-from arbibench.attacks.query import BlackBoxAttack, QueryModel
+from arbibench.attacks.query import BlackBoxAttack, QueryModel, QuerySteps
 from arbibench.attacks.threat import ThreatModel
 
 LINE_STEPS = 10  # the first ray is tried at radius 0.1, 0.2, ..., 1.0 before its binary search
@@ -51,14 +51,15 @@ class RayS(BlackBoxAttack):
     Config = RaySConfig
     config: RaySConfig
 
-    def attack(
+    def steps(
         self,
         oracle: QueryModel,
         x: torch.Tensor,
         y: torch.Tensor,
         threat: ThreatModel,
         generator: torch.Generator,
-    ) -> torch.Tensor:
+        min_distance: list[torch.Tensor],
+    ) -> QuerySteps:
         if threat.norm != "Linf":
             raise ValueError(f"rays is an Linf attack (it searches over sign directions); got the {threat.norm} model")
         n, dim = x.shape[0], x[0].numel()
@@ -76,19 +77,19 @@ class RayS(BlackBoxAttack):
             start, end = block * size, min(dim, (block + 1) * size)
             trial = signs[idx.to(x.device)].clone()
             trial[:, start:end] *= -1
-            better, r = self._search(log, flat, idx, trial, radius[idx], tol)
+            better, r = yield from self._search(log, flat, idx, trial, radius[idx], tol)
             radius[idx[better]] = r[better]
             signs[idx[better].to(x.device)] = trial[better.to(x.device)]
             block += 1
             if block == 2**level or end == dim:
                 level, block = level + 1, 0
-        self.min_distance = log.best_dist.clone()
+        min_distance.append(log.best_dist.clone())
         return log.result()
 
     @staticmethod
     def _search(
         log: DecisionLog, flat: torch.Tensor, idx: torch.Tensor, trial: torch.Tensor, best: torch.Tensor, tol: float
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> QuerySteps:
         """Radius of the boundary along each ``trial`` ray if it is below the sample's ``best``.
 
         Returns (improved mask, radius) over ``idx``. The returned radius is one at which the ray was queried and
@@ -110,14 +111,14 @@ class RayS(BlackBoxAttack):
         # a known r*: one query tells whether the flipped ray can beat it
         sel = (~fresh).nonzero().flatten()
         if sel.numel():
-            hit[sel] = log.decide(ray(sel, best[sel]), idx[sel])
+            hit[sel] = yield from log.decide(ray(sel, best[sel]), idx[sel])
         # no r* yet: walk the ray outwards
         for k in range(1, LINE_STEPS + 1):
             sel = (fresh & ~hit & log.can_query()[idx]).nonzero().flatten()
             if sel.numel() == 0:
                 break
             r = torch.full((sel.numel(),), k / LINE_STEPS, dtype=torch.float64)
-            adv = log.decide(ray(sel, r), idx[sel])
+            adv = yield from log.decide(ray(sel, r), idx[sel])
             hit[sel[adv]] = True
             hi[sel[adv]] = r[adv]
             lo[sel[adv]] = (k - 1) / LINE_STEPS
@@ -126,7 +127,7 @@ class RayS(BlackBoxAttack):
             if sel.numel() == 0:
                 break
             mid = (lo[sel] + hi[sel]) / 2
-            adv = log.decide(ray(sel, mid), idx[sel])
+            adv = yield from log.decide(ray(sel, mid), idx[sel])
             hi[sel] = torch.where(adv, mid, hi[sel])
             lo[sel] = torch.where(adv, lo[sel], mid)
         return hit & (hi < best), hi

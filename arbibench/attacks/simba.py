@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from arbibench.attacks.base import require_int, require_positive_float
-from arbibench.attacks.query import BlackBoxAttack, QueryModel
+from arbibench.attacks.query import BlackBoxAttack, QueryModel, QuerySteps
 from arbibench.attacks.threat import ThreatModel
 
 
@@ -79,14 +79,15 @@ class SimBA(BlackBoxAttack):
     Config = SimBAConfig
     config: SimBAConfig
 
-    def attack(
+    def steps(
         self,
         oracle: QueryModel,
         x: torch.Tensor,
         y: torch.Tensor,
         threat: ThreatModel,
         generator: torch.Generator,
-    ) -> torch.Tensor:
+        min_distance: list[torch.Tensor],
+    ) -> QuerySteps:
         if threat.norm not in ("Linf", "L2"):
             raise ValueError(f"simba supports Linf and L2 threat models, got {threat.norm}")
         cfg = self.config
@@ -94,7 +95,7 @@ class SimBA(BlackBoxAttack):
         dev = x.device
         dct_h, dct_w = dct_matrix(h), dct_matrix(w)
         x_cur = x.clone()
-        logits = oracle.scores(x_cur, torch.arange(n))
+        logits = yield from oracle.query_scores(x_cur, torch.arange(n))
         prob = self._true_prob(logits, y)
         fooled = (logits.argmax(dim=1) != y).cpu()
         order = low_frequency_order(c, h, w, cfg.freq_dims, cfg.stride, generator)
@@ -122,7 +123,7 @@ class SimBA(BlackBoxAttack):
                     break
                 a = todo.to(dev)
                 cand = threat.project(x_cur[a] + sign * direction, x[a])
-                logits = oracle.scores(cand, todo)
+                logits = yield from oracle.query_scores(cand, todo)
                 p = self._true_prob(logits, y[a])
                 hit = logits.argmax(dim=1) != y[a]
                 better = (p < prob[a]) | hit

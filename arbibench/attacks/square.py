@@ -31,7 +31,7 @@ import torch
 
 from arbibench.attacks.base import require_bool, require_int
 from arbibench.attacks.losses import margin
-from arbibench.attacks.query import BlackBoxAttack, QueryModel
+from arbibench.attacks.query import BlackBoxAttack, QueryModel, QuerySteps
 from arbibench.attacks.threat import ThreatModel
 
 # Iterations (out of 10000) after which p is halved again: Andriushchenko et al., Sec. 3 / reference code.
@@ -101,21 +101,22 @@ class Square(BlackBoxAttack):
     Config = SquareConfig
     config: SquareConfig
 
-    def attack(
+    def steps(
         self,
         oracle: QueryModel,
         x: torch.Tensor,
         y: torch.Tensor,
         threat: ThreatModel,
         generator: torch.Generator,
-    ) -> torch.Tensor:
+        min_distance: list[torch.Tensor],
+    ) -> QuerySteps:
         if threat.norm not in ("Linf", "L2"):
             raise ValueError(f"square supports Linf and L2 threat models, got {threat.norm}")
         n, c, h, w = x.shape
         dev = x.device
         everyone = torch.arange(n)
         x_best = threat.project(self._start(x, threat, generator), x)
-        logits = oracle.scores(x_best, everyone)
+        logits = yield from oracle.query_scores(x_best, everyone)
         best = margin(logits, y).neg()  # z_y - max other: the loss to minimise
         fooled = (logits.argmax(dim=1) != y).cpu()
 
@@ -131,7 +132,7 @@ class Square(BlackBoxAttack):
                 draws = self._l2_draws(n, c, h, w, p, generator)
             a = active.to(dev)
             x_new = self._propose(x[a], x_best[a], threat, [d[active].to(dev) for d in draws], h, w)
-            logits = oracle.scores(x_new, active)
+            logits = yield from oracle.query_scores(x_new, active)
             loss = margin(logits, y[a]).neg()
             hit = logits.argmax(dim=1) != y[a]
             better = (loss < best[a]) | hit

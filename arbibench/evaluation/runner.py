@@ -8,8 +8,8 @@ same batch an uninterrupted run would have computed, and resumed results equal u
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import torch
 from rich.console import Console
@@ -19,6 +19,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -27,11 +28,12 @@ from rich.text import Text
 from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel
-from arbibench.attacks.query import BlackBoxAttack
+from arbibench.attacks.query import BlackBoxAttack, BlackBoxResult, QuerySteps, forward_queries, run_pooled
 from arbibench.evaluation.checks import run_checks
 from arbibench.evaluation.inputs import check_finite_logits, check_images, check_labels, check_model, resolve_device
 from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
 from arbibench.evaluation.surrogates import attack_for_target
+from arbibench.nn.fused import inference_model
 
 CLEAN = "clean"
 
@@ -77,6 +79,9 @@ class EvaluationContext:
     batch_size: int
     device: torch.device
     store: ResultStore
+    pool: bool = True  # black-box attacks run several store batches per forward batch (same results)
+    discrepancies: int = 0  # fused-path answers the reference model contradicted (they cost queries only)
+    notes: set[str] = field(default_factory=set)  # why a model's queries went to the reference model
 
     def spec(self, attack: Attack | None) -> dict:
         base = {
@@ -113,53 +118,27 @@ def run_attack(
     starts = list(range(0, n, bs))
     already = sum(min(bs, n - starts[b]) for b in done if b < len(starts))
     task = progress.add_task(name, total=n, completed=already)
+    pending = []
     for b, start in enumerate(starts):
         if b in done or ctx.store.has_batch(key, b):  # finished here earlier, or by another process on this store
             if b not in done:
                 progress.advance(task, min(bs, n - start))
             continue
-        t0 = time.perf_counter()
-        xb = ctx.x[start : start + bs].to(ctx.device)
-        yb = ctx.y[start : start + bs].to(ctx.device)
-        if clean is None:
-            with torch.no_grad():
-                logits = ctx.model(xb)
-            check_finite_logits(logits, f"clean pass, batch {b}")
-            clean_ok = logits.argmax(1) == yb
-        else:
-            clean_ok = torch.from_numpy(clean.clean_correct[start : start + bs]).to(ctx.device)
-        adv_ok = clean_ok.clone()
-        pert = torch.zeros(len(yb), device=ctx.device)
-        queries: list[int | None] | None = None
-        attacked = clean_ok.nonzero().flatten()
-        if attack is not None and len(attacked):
-            x0, y0 = xb[attacked], yb[attacked]
-            x_adv = attack(ctx.model, x0, y0, ctx.threat, batch_generator(ctx.seed, b))
-            ctx.threat.verify(x_adv, x0)  # the runner's own check: nothing unverified is ever counted
-            with torch.no_grad():
-                logits = ctx.model(x_adv)
-            check_finite_logits(logits, f"{name} adversarial examples, batch {b}")
-            adv_ok[attacked] = logits.argmax(1) == y0
-            pert[attacked] = ctx.threat.distance(x_adv, x0).to(pert.dtype)
-            if isinstance(attack, BlackBoxAttack) and attack.query_counts is not None:
-                # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
-                # sample then stays robust at this eps, and its distance is kept for other eps)
-                found = torch.isfinite(attack.min_distance)
-                pert[attacked[found]] = attack.min_distance[found].to(pert)
-                queries = [None] * len(yb)
-                for i, q in zip(attacked.tolist(), attack.query_counts.tolist(), strict=True):
-                    queries[i] = int(q)
-        ctx.store.commit_batch(
-            key,
-            b,
-            ctx.indices[start : start + bs].tolist(),
-            clean_ok.tolist(),
-            adv_ok.tolist(),
-            pert.tolist(),
-            queries,
-            seconds=time.perf_counter() - t0,
-        )
-        progress.advance(task, len(yb))
+        pending.append(b)
+    if isinstance(attack, BlackBoxAttack) and ctx.pool:
+        _run_pooled(ctx, attack, key, pending, clean, progress, task)
+    else:
+        for b in pending:
+            if ctx.store.has_batch(key, b):
+                continue
+            t0 = time.perf_counter()
+            batch = _prepare(ctx, b, clean)
+            x_adv = None
+            if attack is not None and len(batch.attacked):
+                x_adv = attack(ctx.model, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
+            result = attack if isinstance(attack, BlackBoxAttack) else None
+            _commit(ctx, key, name, batch, x_adv, result, time.perf_counter() - t0)
+            progress.advance(task, len(batch.y))
     outcomes = ctx.store.outcomes(key)
     if len(outcomes.sample_index) != n or not (outcomes.sample_index == ctx.indices.numpy()).all():
         raise RuntimeError(
@@ -167,6 +146,118 @@ def run_attack(
             "modified by hand or by another version; use a fresh --store"
         )
     return key, outcomes
+
+
+@dataclass
+class _Batch:
+    """One store batch: its images, which were classified correctly, and the ones handed to the attack."""
+
+    index: int
+    start: int
+    x: torch.Tensor
+    y: torch.Tensor
+    clean_ok: torch.Tensor
+    attacked: torch.Tensor
+
+    @property
+    def x0(self) -> torch.Tensor:
+        return self.x[self.attacked]
+
+    @property
+    def y0(self) -> torch.Tensor:
+        return self.y[self.attacked]
+
+
+def _prepare(ctx: EvaluationContext, b: int, clean: Outcomes | None) -> _Batch:
+    start = b * ctx.batch_size
+    xb = ctx.x[start : start + ctx.batch_size].to(ctx.device)
+    yb = ctx.y[start : start + ctx.batch_size].to(ctx.device)
+    if clean is None:
+        with torch.no_grad():
+            logits = ctx.model(xb)
+        check_finite_logits(logits, f"clean pass, batch {b}")
+        clean_ok = logits.argmax(1) == yb
+    else:
+        clean_ok = torch.from_numpy(clean.clean_correct[start : start + ctx.batch_size]).to(ctx.device)
+    return _Batch(b, start, xb, yb, clean_ok, clean_ok.nonzero().flatten())
+
+
+def _commit(
+    ctx: EvaluationContext,
+    key: str,
+    name: str,
+    batch: _Batch,
+    x_adv: torch.Tensor | None,
+    result: BlackBoxAttack | BlackBoxResult | None,
+    seconds: float,
+) -> None:
+    """Verify ``x_adv`` on the reference model and commit the batch in one transaction."""
+    adv_ok = batch.clean_ok.clone()
+    pert = torch.zeros(len(batch.y), device=ctx.device)
+    queries: list[int | None] | None = None
+    if x_adv is not None:
+        x0, y0, attacked = batch.x0, batch.y0, batch.attacked
+        ctx.threat.verify(x_adv, x0)  # the runner's own check: nothing unverified is ever counted
+        with torch.no_grad():
+            logits = ctx.model(x_adv)  # the reference model decides, whatever answered the attack's queries
+        check_finite_logits(logits, f"{name} adversarial examples, batch {batch.index}")
+        adv_ok[attacked] = logits.argmax(1) == y0
+        pert[attacked] = ctx.threat.distance(x_adv, x0).to(pert.dtype)
+        if result is not None and result.query_counts is not None:
+            # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
+            # sample then stays robust at this eps, and its distance is kept for other eps)
+            found = torch.isfinite(result.min_distance)
+            pert[attacked[found]] = result.min_distance[found].to(pert)
+            queries = [None] * len(batch.y)
+            for i, q in zip(attacked.tolist(), result.query_counts.tolist(), strict=True):
+                queries[i] = int(q)
+            ctx.discrepancies += result.discrepancies
+            if result.inference_note:
+                ctx.notes.add(result.inference_note)
+    ctx.store.commit_batch(
+        key,
+        batch.index,
+        ctx.indices[batch.start : batch.start + ctx.batch_size].tolist(),
+        batch.clean_ok.tolist(),
+        adv_ok.tolist(),
+        pert.tolist(),
+        queries,
+        seconds=seconds,
+    )
+
+
+def _run_pooled(
+    ctx: EvaluationContext,
+    attack: BlackBoxAttack,
+    key: str,
+    pending: list[int],
+    clean: Outcomes | None,
+    progress: Progress,
+    task: TaskID,
+) -> None:
+    """Black-box batches side by side: the still-robust images of several store batches share each forward
+    batch (the next batch joins as images are fooled), and each batch is committed alone as soon as it is done.
+    Each batch keeps its own generator and oracle, so the stored rows are the unpooled run's."""
+    fused, _ = inference_model(ctx.model)
+    started: dict[int, tuple[_Batch, float]] = {}
+
+    def sessions() -> Iterator[tuple[int, QuerySteps]]:
+        for b in pending:
+            if ctx.store.has_batch(key, b):  # committed meanwhile by another process on this store
+                continue
+            batch = _prepare(ctx, b, clean)
+            started[b] = (batch, time.perf_counter())
+            if len(batch.attacked) == 0:
+                _commit(ctx, key, attack.name, batch, None, None, 0.0)
+                progress.advance(task, len(batch.y))
+                continue
+            yield b, attack.session(ctx.model, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
+
+    for b, result in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=ctx.batch_size):
+        batch, t0 = started.pop(b)
+        # seconds: wall time from the batch's start to its commit (pooled batches overlap, so they do not add up)
+        _commit(ctx, key, attack.name, batch, result.x_adv, result, time.perf_counter() - t0)
+        progress.advance(task, len(batch.y))
 
 
 def evaluate(
@@ -186,10 +277,17 @@ def evaluate(
     progress: bool = True,
     console: Console | None = None,
     checks: bool = True,
+    pool: bool = True,
 ) -> tuple[Outcomes, dict[str, Outcomes], dict[str, float], dict[str, str]]:
     """Clean pass then each attack, resumable through ``store``; then the gradient-masking checks.
 
     Returns the clean outcomes, per-attack outcomes, per-attack compute seconds, and flags (name -> meaning).
+
+    ``pool`` runs the black-box attacks' store batches side by side so that each forward batch stays full. What
+    holds either way: the same seed gives the same stored numbers (outcomes, perturbations, query counts), pooled or
+    not, resumed or not, because each batch draws from its own generator seeded by (seed, batch index) and a
+    model's answer for an image does not depend on the other images it is batched with (``tests/test_pooled.py``).
+    Pooled batches overlap in time, so their stored seconds are wall time per batch, not additive.
     """
     check_images(x, y)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
@@ -223,6 +321,7 @@ def evaluate(
         batch_size,
         device,
         store,
+        pool,
     )
     with make_progress(console, progress) as bar:
         clean_key, clean = run_attack(ctx, None, bar)
@@ -235,6 +334,13 @@ def evaluate(
             per_attack[attack.name] = out
             seconds[attack.name] = store.batch_seconds(key)
         seconds[CLEAN] = store.batch_seconds(clean_key)
+    for note in sorted(ctx.notes):
+        (console or Console(stderr=True)).print(f"[yellow]note[/]: {model_name}: {note}")
+    if ctx.discrepancies:
+        (console or Console(stderr=True)).print(
+            f"[yellow]note[/]: {model_name}: the reference model contradicted {ctx.discrepancies} fused-path answers "
+            "(each cost its attack queries, never a result)"
+        )
     if checks:
         acc_star = {name: float(o.adv_correct.mean()) for name, o in per_attack.items()}
         gradient_free = {a.name for a in attack_objs if not a.needs_gradients}

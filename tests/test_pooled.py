@@ -1,0 +1,60 @@
+"""Pooled black-box batches: several store batches share each forward batch, and the store holds exactly the rows
+of the unpooled run (same seed, same numbers), budgets included, also after a resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arbibench.attacks import Linf, get_attack
+from arbibench.data import load_cifar10
+from arbibench.evaluation.runner import evaluate
+from arbibench.evaluation.store import Outcomes, ResultStore
+from arbibench.models.zoo import load_model
+
+SETTINGS = {
+    "square": {"max_queries": 40},
+    "simba": {"max_queries": 30},
+    "nes": {"max_queries": 21, "samples": 4},
+    "hsja": {"max_queries": 30},
+    "rays": {"max_queries": 30},
+}
+
+
+def _run(tmp: Path, name: str, pool: bool, x, y, idx) -> Outcomes:  # type: ignore[no-untyped-def]
+    store = ResultStore(tmp / f"{name}-{pool}.sqlite")
+    attack = get_attack(name, **SETTINGS[name])
+    _, per, _, _ = evaluate(
+        load_model("resnet20_bnn"), x, y, idx, attacks=[attack], threat=Linf(8 / 255), batch_size=6,
+        store=store, progress=False, checks=False, pool=pool, seed=3,
+    )
+    return per[name]
+
+
+def _same(a: Outcomes, b: Outcomes) -> None:
+    for field in ("sample_index", "clean_correct", "adv_correct", "perturbation", "queries"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_pooled_rows_equal_unpooled(name: str, tmp_path: Path, data_dir: Path) -> None:
+    x, y, idx = load_cifar10(24, data_dir=data_dir)
+    pooled, plain = _run(tmp_path, name, True, x, y, idx), _run(tmp_path, name, False, x, y, idx)
+    _same(pooled, plain)
+    budget = SETTINGS[name]["max_queries"]
+    attacked = pooled.clean_correct
+    assert attacked.any() and bool((pooled.queries[attacked] <= budget).all())
+    assert bool((pooled.queries[attacked] >= 1).all())
+
+
+def test_pooled_run_resumes_to_the_same_rows(tmp_path: Path, data_dir: Path) -> None:
+    x, y, idx = load_cifar10(24, data_dir=data_dir)
+    full = _run(tmp_path, "square", True, x, y, idx)
+    store = ResultStore(tmp_path / "square-True.sqlite")
+    with store.conn:  # forget the last two batches, as a run killed before committing them would have
+        store.conn.execute("DELETE FROM outcomes WHERE batch_index >= 2")
+        store.conn.execute("DELETE FROM batches WHERE batch_index >= 2")
+    store.conn.close()
+    _same(_run(tmp_path, "square", True, x, y, idx), full)
