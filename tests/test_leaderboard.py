@@ -70,6 +70,12 @@ def _card(name: str, method: str, authors: str, venue: str, clean: float, wb: fl
         "eps": eps, "eps_text": eps_text, "threat_model": threat, "clean_acc": clean, "reported": None,
         "autoattack_acc": min(a["acc_star"] for a in attacks.values()), "unreliable": False, "footnote": None,
         "median_eps_star": round((0.5 + 30 * wb) / 255, 6),
+        "eps_star": {
+            "attacks": ["apgd_ce"], "eps_max": 16 / 255, "search_rounds": 6, "n_examples": 500,
+            "not_fooled_up_to_eps_max": 0.0,
+            "curve": [{"eps": e / 255, "robust_acc": round(clean * float(np.exp(-e / (0.5 + 30 * wb))), 2)}
+                      for e in range(0, 17, 2)],
+        },
         "method": method, "method_paper": f"{authors}, {venue}", "bits_weights": 32 if method == "fp" else 1,
         "bits_activations": 32 if method == "fp" else 1, "protocol": "cifar10", "quick": True,
         "attacks": attacks, "rs": rs, "rs_mean": rs_mean,
@@ -232,6 +238,20 @@ def test_board_shows_eps_star_and_marks_masked_models_in_the_ranking(built: Path
     assert 'data-col="eps-star"' in html_text and 'data-col="aa"' in html_text
 
 
+def test_model_pages_plot_the_eps_star_curve_against_the_fp_twin(built: Path) -> None:
+    figures = built / "figures"
+    for name, method, *_ in MODELS:
+        stem = f"eps_star_cifar10_Linf_{name}"
+        svg = (figures / f"{stem}.svg").read_text()
+        assert (figures / f"{stem}.png").stat().st_size > 1000
+        page = next(built.glob(f"**/{name}.html")).read_text()
+        assert f"figures/{stem}.svg" in page and 'id=\'eps-star\'' in page
+        # a BNN's figure names its twin; the FP model's figure has no twin line
+        assert ("resnet20_fp (FP twin)" in svg) == (method != "fp"), name
+    index = (built / "index.html").read_text()
+    assert "eps_star_cifar10_Linf" not in index  # per-model figures stay on the model pages
+
+
 def test_tied_rs_share_a_rank() -> None:
     from arbibench.leaderboard.ranking import rank_cards
 
@@ -363,7 +383,7 @@ def test_figures_in_both_formats(built: Path) -> None:
     for png in (built / "figures").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     svgs = list((built / "figures").glob("*.svg"))
-    assert len(svgs) == 4
+    assert len(svgs) == 4 + len(MODELS) + 3  # board figures, and one eps* figure per model card (6 Linf, 3 L2)
     import xml.etree.ElementTree as ET
 
     for svg in svgs:

@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from arbibench.leaderboard.cards import LeaderboardError
-from arbibench.leaderboard.ranking import Board
+from arbibench.leaderboard.ranking import Board, slug
 
 FORMATS = ("png", "svg", "pdf")
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -50,6 +50,8 @@ class FigureFile:
     caption: str
     formats: tuple[str, ...]
     board: str | None = None
+    model: str | None = None  # a figure of one model's page (its name), else a board's or the site's
+
 
 
 def parse_formats(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -206,6 +208,35 @@ def eps_curves(board: Board, colours: dict[str, str]) -> Figure | None:
     return fig
 
 
+def eps_star_curve(board: Board, name: str, colours: dict[str, str]) -> Figure | None:
+    """A model's robust accuracy against eps as derived from its per-image eps* (the share of images whose smallest
+    fooling perturbation exceeds eps), drawn against its FP twin's curve when the twin is on the same board."""
+    cards = {r.card.name: r.card for r in board.rows}
+    card = cards[name]
+    if card.eps_star is None or not card.eps_star.curve:
+        return None
+    twin = cards.get(card.fp_twin) if card.fp_twin and card.fp_twin != name else None
+    fig = _new_figure(5.2, 3.3)
+    ax = fig.subplots()
+    unit = 255 if board.threat_model == "Linf" else 1
+    for k, c in enumerate([card, twin]):
+        if c is None or c.eps_star is None or not c.eps_star.curve:
+            continue
+        points = [(p.eps * unit, p.robust_acc) for p in c.eps_star.curve if p.robust_acc is not None]
+        ax.step([e for e, _ in points], [a for _, a in points], where="post", lw=1.8 if k == 0 else 1.4,
+                ls="-" if k == 0 else "--", color=colours.get(c.method or c.name, PALETTE[k]),
+                label=c.name + ("" if k == 0 else " (FP twin)"))
+    if card.eps is not None:
+        ax.axvline(card.eps * unit, color="#8a919c", lw=0.8, ls=":")
+    ax.set_xlabel("budget ε" + (" (× 1/255)" if unit == 255 else ""))
+    ax.set_ylabel("robust accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_xlim(left=0)
+    ax.set_title(f"{card.name}: robust accuracy from ε*")
+    ax.legend(fontsize=7, frameon=False)
+    return fig
+
+
 def _eps_key(eps: float, text: str | None) -> str:
     return "0" if eps == 0 else (text or f"{eps:.4g}")
 
@@ -242,4 +273,16 @@ def write_figures(boards: list[Board], folder: Path, formats: tuple[str, ...]) -
             continue
         save(fig, folder / name, formats)
         out.append(FigureFile(f"{folder.name}/{name}", caption, formats, key))
+    with mpl.rc_context(STYLE):
+        for board in boards:
+            for row in board.rows:
+                fig = eps_star_curve(board, row.card.name, colours)
+                if fig is None:
+                    continue
+                name = f"eps_star_{board.key}_{slug(row.card.name)}"
+                save(fig, folder / name, formats)
+                out.append(FigureFile(
+                    f"{folder.name}/{name}", "Robust accuracy against ε derived from each image's smallest "
+                    "fooling perturbation ε* (step at each image's ε*); dashed: the FP twin on the same "
+                    "images; dotted line: the protocol's ε.", formats, board.key, row.card.name))
     return out

@@ -211,7 +211,7 @@ def _board_section(board: Board, figures: list[FigureFile]) -> str:
     eps = ", ".join(esc(t) for t in board.eps_texts)
     rows = "\n".join(_row(board, r, families, show_aa, max_rs, show_eps_star) for r in board.rows)
     n_cols = 8 + len(families) + int(show_aa) + int(show_eps_star)
-    figs = "".join(_figure(f) for f in figures if f.board == board.key)
+    figs = "".join(_figure(f) for f in figures if f.board == board.key and f.model is None)
     eps_html = f" \u00b7 \u03b5 = {eps}" if eps else ""
     return f"""<section class="panel" id="{esc(board.key)}">
 <h2>{esc(board.title)}{eps_html}</h2>
@@ -392,6 +392,10 @@ def model_html(
     if sweep:
         curve = [f for f in figures if f.board == board.key and f.stem.rsplit("/", 1)[-1].startswith("eps_curves")]
         sweep += "".join(f"<div class=\"figs\">{_figure(f, prefix)}</div>" for f in curve) + "</section>"
+    own = [f for f in figures if f.board == board.key and f.model == card.name]
+    if own:
+        sweep += ("<section class='panel' id='eps-star'><h2>Robust accuracy from ε*</h2>"
+                  + "".join(f"<div class=\"figs\">{_figure(f, prefix)}</div>" for f in own) + "</section>")
     ex_html = (f"<section class=\"panel\" id=\"examples\"><h2>Adversarial examples</h2>"
                f"{_examples(examples, classes, prefix)}</section>") if examples else ""
     body = f"""<header class="top"><div class="wrap">
