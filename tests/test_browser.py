@@ -160,6 +160,9 @@ def test_site_in_chromium(chromium: str, site_url: str) -> None:
             sizes = page.eval_on_selector_all(".example img", "imgs => imgs.map(i => i.naturalWidth)")
             assert len(sizes) == 18 and all(w == 128 for w in sizes)
             assert "apgd_dlr" in page.inner_text("main") and "Hubara et al." in page.inner_text("header")
+            # the eps*-derived robustness curve against the FP twin's, drawn and loaded
+            curve = page.locator("#eps-star figure img")
+            assert curve.count() == 1 and curve.evaluate("i => i.naturalWidth") > 100
             page.screenshot(path=str(ARTIFACTS / "leaderboard_model.png"), full_page=True)
         finally:
             browser.close()
