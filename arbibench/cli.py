@@ -1,35 +1,41 @@
-"""The ``arbibench`` command line: evaluate, train and list the zoo. Calls only the public API."""
+"""The ``arbibench`` command line: wiring of each package's commands (protocol, attacks, leaderboard) plus eval,
+train, import, zoo and corruptions. Calls only the public API."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
 
-from arbibench.data.download import DownloadError
-from arbibench.evaluation.store import StoreError
+from arbibench.attacks import attacks_from_spec, parse_eps
+from arbibench.attacks.cli import SPEC_HELP, attacks_app
+from arbibench.data.cifar10c import CORRUPTIONS, download_cifar10c
+from arbibench.data.corruptions.generate import generate_cifar10c
+from arbibench.data.corruptions.grid import corruption_grid
+from arbibench.evaluation.benchmark import benchmark
+from arbibench.evaluation.model_import import import_checkpoint
+from arbibench.faults import fault_point
 from arbibench.leaderboard.cli import leaderboard_app
+from arbibench.models.importers import PickleRefusedError
+from arbibench.models.zoo import export_checkpoint, zoo_rows
+from arbibench.protocol.cli import USER_ERRORS, console, fail, protocol_app, sweep
+from arbibench.train import AT_SUFFIX, default_recipe
+from arbibench.train import train as run_training
 
 app = typer.Typer(
     help="arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol).",
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
 
 
 @app.callback()
 def _root() -> None:
     """arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol)."""
-
-
-USER_ERRORS = (ValueError, TypeError, OSError, DownloadError, StoreError)  # OSError: disk full, read-only folder
-
-
-def _fail(e: Exception) -> None:
-    console.print(f"[bold red]error:[/] {e}")
-    raise typer.Exit(2)
 
 
 @app.command()
@@ -66,15 +72,10 @@ def train(
 
     Rerunning the same command resumes from the last finished epoch.
     """
-    from arbibench.faults import fault_point
-    from arbibench.models.zoo import export_checkpoint
-    from arbibench.train import AT_SUFFIX, default_recipe
-    from arbibench.train import train as run_training
-
     try:
         recipe = default_recipe(method, paper=paper, kind=recipe_kind)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     recipe.arch, recipe.seed = arch, seed
     if epochs is not None:
         recipe.epochs = epochs
@@ -87,7 +88,7 @@ def train(
     try:
         summary = run_training(recipe, run_dir, data_dir, log=console.log)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     console.print(
         f"[bold]{name}[/]: clean accuracy {summary['clean_acc']:.4f} on the 10,000 test images "
         f"({summary['train_time_s'] / 60:.1f} min of training)"
@@ -97,7 +98,7 @@ def train(
         try:
             card = export_checkpoint(run_dir, name, zoo_dir)
         except USER_ERRORS as e:
-            _fail(e)
+            fail(e)
         console.print(f"exported {card}")
 
 
@@ -106,10 +107,8 @@ def eval_(
     model: str = typer.Option(..., "--model", "-m", help="Zoo model name (see `arbibench zoo list`)."),
     attacks: str = typer.Option(
         "fgsm,pgd",
-        help="Comma-separated attacks, run in this order: white-box fgsm, pgd, mifgsm, cw_linf, apgd_ce, autoattack, "
-        "...; black-box transfer, square, simba, nes, hsja, rays; NAME@SURROGATE (e.g. pgd@identity) attacks "
-        "through another BNN gradient estimator, NAME_adaptive "
-        "through several.",
+        help="White-box fgsm, pgd, mifgsm, cw_linf, apgd_ce, autoattack, ...; black-box transfer, square, simba, nes, "
+        "hsja, rays. " + SPEC_HELP,
     ),
     n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Number of test images."),
     eps: str = typer.Option("8/255", help="Perturbation budget, e.g. 8/255 or 0.5."),
@@ -142,12 +141,10 @@ def eval_(
     Only correctly classified images are attacked; every adversarial batch is verified against the threat model
     before it counts, and each finished batch is committed to the store, so an interrupted run resumes.
     """
-    from arbibench.attacks import parse_eps
-    from arbibench.evaluation.benchmark import benchmark
-
-    attack_names = [a.strip() for a in attacks.split(",") if a.strip()]
-    if not attack_names:
-        _fail(ValueError(f"--attacks {attacks!r} names no attack; pass e.g. --attacks fgsm,pgd"))
+    try:
+        attack_objs = attacks_from_spec(attacks)
+    except ValueError as e:
+        fail(ValueError(f"--attacks {attacks!r}: {e}"))
     try:
         result = benchmark(
             model,
@@ -155,7 +152,7 @@ def eval_(
             dataset,
             threat_model,
             parse_eps(eps),
-            attack_names,
+            attack_objs,
             data_dir=data_dir,
             device=device,
             batch_size=batch_size,
@@ -172,7 +169,7 @@ def eval_(
             eps_star_rounds=eps_star_rounds,
         )
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     console.print(result.table())
     for note in result.notes:
         console.print(f"note: {note}")
@@ -214,9 +211,6 @@ def import_(
     Then `arbibench eval --model NAME --model-dir DIR` (and benchmark(), protocol run, zoo list) use it like a zoo
     model. Nothing is written when a check fails.
     """
-    from arbibench.evaluation.model_import import import_checkpoint
-    from arbibench.models.importers import PickleRefusedError
-
     options = {} if freq is None else {"freq": freq}
     try:
         card_path = import_checkpoint(
@@ -224,8 +218,7 @@ def import_(
             expect_acc=expect_acc, n_examples=n_examples, data_dir=data_dir, overwrite=overwrite,
         )
     except (PickleRefusedError, *USER_ERRORS) as e:
-        _fail(e)
-    import json
+        fail(e)
 
     card = json.loads(card_path.read_text())
     console.print(
@@ -252,14 +245,10 @@ def zoo_list(
     Models registered but not shipped (the ImageNet ResNet-18s) show "not shipped"; put your own
     <name>.safetensors in --model-dir (and pass model_dir= to load_model) to use them.
     """
-    from rich.table import Table
-
-    from arbibench.models.zoo import zoo_rows
-
     try:
         rows = zoo_rows(model_dir, dataset)
     except USER_ERRORS as e:
-        _fail(e)
+        fail(e)
     table = Table(title="arbibench model zoo")
     for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "checkpoint present"):
         table.add_column(col, no_wrap=col == "name")
@@ -279,237 +268,6 @@ def zoo_list(
         "clean accuracy: on the 10,000 test images, from each model card (imported models: on the first test "
         "images of the import check). source: arbibench's zoo, or the paper whose checkpoint was imported."
     )
-
-
-protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
-app.add_typer(protocol_app, name="protocol")
-
-
-def _protocol(name: str, quick: bool):  # noqa: ANN202 - typer helper
-    from arbibench.protocol import get_protocol
-
-    try:
-        return get_protocol(name, quick)
-    except USER_ERRORS as e:
-        _fail(e)
-
-
-@protocol_app.command("show")
-def protocol_show(
-    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
-    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
-) -> None:
-    """Print every number of a protocol preset: subsets, eps, seeds and each attack with all its parameters."""
-    from rich.table import Table
-
-    from arbibench.protocol import describe
-
-    protocol = _protocol(name, quick)
-    table = Table(title=f"protocol {protocol.label}", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value")
-    try:
-        for key, value in describe(protocol):
-            table.add_row(key, value)
-    except USER_ERRORS as e:
-        _fail(e)
-    console.print(table)
-
-
-@protocol_app.command("run")
-def protocol_run(
-    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
-    models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
-    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
-    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
-    model_info: Path = typer.Option(Path("model_info"), help="Where the model cards are written."),
-    model_dir: Path | None = typer.Option(
-        None, help="Checkpoint folder: ImageNet weights you bring, or the folder `arbibench import` wrote into."
-    ),
-    sweep: bool = typer.Option(True, help="Also run the preset's eps sweep (robust accuracy vs eps curves)."),
-    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
-    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
-) -> None:
-    """Run a protocol over zoo models: every (model, attack) pair through the store, cards into --model-info.
-
-    Prints per model ACC, ACC* and ACC_norm per attack, RS and RS_mean per family and overall, the worst case, and
-    each BNN against its full-precision twin (paired 95% intervals and a verdict).
-    """
-    import time
-
-    from arbibench.evaluation.model_card import write_protocol_card
-    from arbibench.evaluation.store import ResultStore
-    from arbibench.protocol_report import findings_table, model_table, summary_table
-    from arbibench.protocol_run import protocol_findings, run_protocol
-
-    protocol = _protocol(name, quick)
-    names = _protocol_models(models, protocol.dataset, model_dir)
-    console.print(f"protocol {protocol.label} on {len(names)} models: {', '.join(names)}")
-    for note in protocol.notes:
-        console.print(f"[yellow]note[/]: {note}")
-    t0 = time.perf_counter()
-    if protocol.threat_model == "corruptions":
-        _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir)
-        console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
-        return
-
-    def done(result, model) -> None:  # noqa: ANN001 - callback
-        console.print(model_table(result))
-        for flag, meaning in result.flags.items():
-            console.print(f"[yellow]flag {flag}[/]: {meaning}")
-        path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
-        console.print(f"wrote {path}")
-
-    try:
-        with ResultStore(store) as db:
-            results = run_protocol(
-                protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device, console=console,
-                sweep=sweep, on_model_done=done,
-            )
-    except USER_ERRORS as e:
-        _fail(e)
-    console.print(summary_table(results, protocol))
-    findings = protocol_findings(results)
-    if findings:
-        console.print(findings_table(findings))
-    console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
-
-
-def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:
-    """The names of ``--models``: a comma-separated list, or 'all' present checkpoints of ``dataset``."""
-    from arbibench.models.zoo import zoo_rows
-
-    if models.strip() != "all":
-        return [m.strip() for m in models.split(",") if m.strip()]
-    names = [r["name"] for r in zoo_rows(model_dir) if r["dataset"] == dataset and r["present"]]
-    if not names:
-        _fail(ValueError(f"no {dataset} checkpoints present; pass --model-dir or --models"))
-    return names
-
-
-@protocol_app.command("report")
-def protocol_report(
-    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
-    models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
-    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
-    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
-    model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the findings as JSON to this file."),
-    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
-    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
-) -> None:
-    """ARBiBench's findings: is each BNN more or less robust than its FP twin, under white-box and black-box attacks
-    at the protocol eps and across the eps sweep?
-
-    Reads the outcomes `protocol run` stored (whatever is missing is evaluated and stored first), pairs each BNN with
-    its twin on the same images and gives the difference of mean ACC_norm with a 95% bootstrap interval. The verdict
-    follows the interval: above zero "more robust", below "less robust", otherwise "not distinguishable".
-    """
-    import json
-
-    from arbibench.evaluation.store import ResultStore
-    from arbibench.protocol_report import findings_table, summary_table
-    from arbibench.protocol_run import protocol_findings, run_protocol
-
-    protocol = _protocol(name, quick)
-    if protocol.threat_model == "corruptions":
-        _fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
-    names = _protocol_models(models, protocol.dataset, model_dir)
-    try:
-        with ResultStore(store) as db:
-            results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
-                                   console=console)
-    except USER_ERRORS as e:
-        _fail(e)
-    console.print(summary_table(results, protocol))
-    findings = protocol_findings(results)
-    if not findings:
-        _fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
-    console.print(findings_table(findings))
-    if json_out is not None:
-        payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings]}
-        tmp = json_out.with_name(json_out.name + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n")
-        tmp.replace(json_out)
-        console.print(f"wrote {json_out}")
-
-
-def _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir) -> None:  # noqa: ANN001
-    """The cifar10-c preset: every model on every CIFAR-10-C cell through the store, cards, the zoo table."""
-    from arbibench.evaluation.model_card import write_corruption_card
-    from arbibench.evaluation.store import ResultStore
-    from arbibench.protocol_corruptions import run_corruption_protocol
-    from arbibench.protocol_report import corruption_model_table, corruption_zoo_table
-
-    def done(result) -> None:  # noqa: ANN001 - callback
-        console.print(corruption_model_table(result))
-        for flag, meaning in result.flags.items():
-            console.print(f"[yellow]flag {flag}[/]: {meaning}")
-        console.print(f"wrote {write_corruption_card(result, model_info)}")
-
-    try:
-        with ResultStore(store) as db:
-            results = run_corruption_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir,
-                                              device=device, console=console, on_model_done=done)
-    except USER_ERRORS as e:
-        _fail(e)
-    console.print(corruption_zoo_table(results))
-
-
-@app.command()
-def sweep(
-    model: str = typer.Option(..., "--model", "-m", help="Zoo model name."),
-    eps: str = typer.Option("1/255,2/255,4/255,8/255,16/255", help="Comma-separated eps values (8/255 or 0.03)."),
-    attack: str = typer.Option("apgd_ce", help="The attack run at every eps."),
-    n_examples: int = typer.Option(500, "--n-examples", "-n", help="First N test images."),
-    dataset: str = typer.Option("cifar10", help="cifar10 or imagenet."),
-    threat_model: str = typer.Option("Linf", "--threat-model", "-t", help="Linf or L2."),
-    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
-    model_info: Path | None = typer.Option(None, help="Add the curve to this model's card under this folder."),
-    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
-    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
-) -> None:
-    """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
-    import json
-
-    from rich.table import Table
-
-    from arbibench.attacks import parse_eps
-    from arbibench.evaluation.benchmark import load_dataset
-    from arbibench.evaluation.inputs import resolve_device
-    from arbibench.evaluation.model_card import card_path, write_json_atomic
-    from arbibench.evaluation.store import ResultStore
-    from arbibench.models.zoo import load_model
-    from arbibench.protocol_run import sweep_eps
-
-    try:
-        values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
-        if not values:
-            raise ValueError("--eps needs at least one value")
-        device = str(resolve_device(device))
-        net = load_model(model, dataset=dataset, device=device)
-        x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
-        with ResultStore(store) as db:
-            rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
-                             device=device, console=console)
-    except USER_ERRORS as e:
-        _fail(e)
-    table = Table(title=f"{model}: {attack} robust accuracy vs {threat_model} eps ({n_examples} images)")
-    for col in ("eps", "ACC*", "ACC_norm"):
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(row["eps_text"], f"{100 * row['acc_star']:.1f}%", f"{row['acc_norm']:.3f}")
-    console.print(table)
-    if model_info is not None:
-        path = card_path(model_info, dataset, threat_model, model)
-        if not path.is_file():
-            _fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
-        card = json.loads(path.read_text())
-        card["sweep"] = [
-            {**r, "acc_star": round(100 * r["acc_star"], 2), "interval": [round(100 * v, 2) for v in r["interval"]]}
-            for r in rows
-        ]
-        console.print(f"updated {write_json_atomic(card, path)}")
 
 
 corruptions_app = typer.Typer(
@@ -532,14 +290,6 @@ def corruptions_generate(
 ) -> None:
     """Regenerate CIFAR-10-C (15 corruptions x 5 severities, the CIFAR-C severity table of Hendrycks & Dietterich)
     from the real CIFAR-10 test set, in the official layout; everything made from it is labelled "regenerated"."""
-    import time
-
-    from rich.progress import Progress
-
-    from arbibench.data.cifar10c import CORRUPTIONS
-    from arbibench.data.corruptions.generate import generate_cifar10c
-    from arbibench.data.corruptions.grid import corruption_grid
-
     names = list(CORRUPTIONS) if corruptions.strip() == "all" else [c.strip() for c in corruptions.split(",")]
     t0 = time.perf_counter()
     try:
@@ -555,7 +305,7 @@ def corruptions_generate(
                 raise ValueError("--grid reads DATA_DIR/CIFAR-10-C; use it without --out or name --out CIFAR-10-C")
             console.print(f"wrote {corruption_grid(grid, grid_data if out is None else out.parent)}")
     except (*USER_ERRORS, FileExistsError) as e:
-        _fail(e)
+        fail(e)
     took = time.perf_counter() - t0
     console.print(
         f"regenerated CIFAR-10-C in {folder}: {len(manifest['corruptions'])} corruptions x 5 severities x "
@@ -569,14 +319,15 @@ def corruptions_download(
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
 ) -> None:
     """Download the official CIFAR-10-C (2.9 GB, Zenodo record 2535967), verify its MD5, extract it atomically."""
-    from arbibench.data.cifar10c import download_cifar10c
-
     try:
         console.print(f"official CIFAR-10-C in {download_cifar10c(data_dir)}")
     except (*USER_ERRORS, FileExistsError) as e:
-        _fail(e)
+        fail(e)
 
 
+app.add_typer(protocol_app, name="protocol")
+app.command("sweep")(sweep)
+app.add_typer(attacks_app, name="attacks")
 app.add_typer(leaderboard_app, name="leaderboard")
 
 

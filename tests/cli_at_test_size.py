@@ -15,7 +15,7 @@ import functools
 import sys
 from dataclasses import replace
 
-import arbibench.protocol as protocol_module
+import arbibench.protocol.presets as protocol_module
 import arbibench.train as train_module
 from arbibench.cli import app
 from arbibench.protocol import BLACK_BOX, WHITE_BOX, AttackSpec, Protocol

@@ -20,7 +20,7 @@ from arbibench.leaderboard import build_site
 from arbibench.leaderboard.cards import CardError
 from arbibench.leaderboard.corruptions import load_corruption_cards, parse_corruption_card
 from arbibench.protocol import CorruptionProtocol, describe, get_protocol
-from arbibench.protocol_corruptions import run_corruption_protocol
+from arbibench.protocol.corruptions import run_corruption_protocol
 
 N = 16
 SMALL = ("gaussian_noise", "fog")

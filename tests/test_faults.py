@@ -141,7 +141,7 @@ def test_protocol_run_killed_then_rerun_equals_uninterrupted(
 ) -> None:
     from arbibench.evaluation.model_card import write_protocol_card
     from arbibench.models.zoo import load_model
-    from arbibench.protocol_run import run_protocol
+    from arbibench.protocol.run import run_protocol
 
     assert protocol_run["seen"]["after commit kill"] == (2, [])  # two batches in, no card
     assert protocol_run["seen"]["after examples kill"] == []  # the card comes after its examples
@@ -173,7 +173,7 @@ def test_leaderboard_build_killed_mid_write_and_mid_swap(protocol_run: dict, dat
 def test_sweep_killed_after_a_commit_then_rerun(tmp_path: Path, data_dir: Path) -> None:
     from arbibench.data.datasets import load_dataset
     from arbibench.models.zoo import load_model
-    from arbibench.protocol_run import sweep_eps
+    from arbibench.protocol.run import sweep_eps
 
     db = tmp_path / "s.db"
     args = ["sweep", "--model", "resnet20_bnn", "--eps", "4/255,8/255", "--attack", "fgsm", "-n", "20",

@@ -108,7 +108,7 @@ def tiny_protocol():
 @pytest.fixture(scope="module")
 def twin_run(tiny_protocol, data_dir, tmp_path_factory):
     from arbibench.evaluation.store import ResultStore
-    from arbibench.protocol_run import run_protocol
+    from arbibench.protocol.run import run_protocol
 
     db_path = tmp_path_factory.mktemp("findings") / "store.db"
     with ResultStore(db_path) as db:
@@ -118,7 +118,7 @@ def twin_run(tiny_protocol, data_dir, tmp_path_factory):
 
 def test_protocol_findings_pair_each_family_and_the_sweep(twin_run):
     from arbibench.protocol import BLACK_BOX, WHITE_BOX
-    from arbibench.protocol_run import protocol_findings
+    from arbibench.protocol.run import protocol_findings
 
     results, _ = twin_run
     rows = protocol_findings(results)
@@ -142,10 +142,11 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
     from typer.testing import CliRunner
 
     import arbibench.cli as cli
+    import arbibench.protocol.cli as protocol_cli
     from arbibench.evaluation.store import ResultStore
 
     _, db_path = twin_run
-    monkeypatch.setattr(cli, "_protocol", lambda name, quick: tiny_protocol)
+    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick: tiny_protocol)
     with ResultStore(db_path) as db:
         before = db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
     out = tmp_path / "findings.json"

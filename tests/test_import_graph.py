@@ -148,16 +148,10 @@ def test_arrows_point_down_the_layers() -> None:
     assert upward == []
 
 
-# Still to be restructured into arbibench/protocol/ with each package owning its CLI commands (issue 16, item 3).
-PENDING = {"arbibench.cli", "arbibench.protocol", "arbibench.protocol_run", "arbibench.protocol_corruptions"}
-
-
 def test_imports_inside_functions_say_why() -> None:
     """Only to keep ``arbibench --help`` fast (torch takes seconds to import), with the reason beside it."""
     unexplained = []
     for module, path in MODULES.items():
-        if module in PENDING:
-            continue
         lines = path.read_text(encoding="utf-8").splitlines()
         for lineno, statement in _imports(module, path)[1]:
             context = " ".join(lines[max(0, lineno - 3): lineno + 2])

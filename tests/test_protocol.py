@@ -14,7 +14,7 @@ from arbibench.cli import app
 from arbibench.evaluation.model_card import protocol_card, write_protocol_card
 from arbibench.evaluation.store import ResultStore
 from arbibench.protocol import BLACK_BOX, PROTOCOLS, WHITE_BOX, AttackSpec, describe, get_protocol
-from arbibench.protocol_run import ALL, fp_twin_comparison, protocol_subsets, run_protocol
+from arbibench.protocol.run import ALL, fp_twin_comparison, protocol_subsets, run_protocol
 
 runner = CliRunner()
 
@@ -187,7 +187,7 @@ def test_cli_run_rejects_unknown_models_before_work(tmp_path):
 def test_tables_show_autoattack_and_eps_star(tiny_run, tiny_protocol):
     from rich.console import Console
 
-    from arbibench.protocol_report import model_table, summary_table
+    from arbibench.protocol.report import model_table, summary_table
 
     console = Console(width=260, record=True)
     console.print(summary_table(tiny_run[0], tiny_protocol))

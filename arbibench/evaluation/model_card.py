@@ -132,7 +132,8 @@ def _attack_row(name: str, family: str, acc_star: float, acc_norm: float, interv
     )
 
 
-def _sweep(rows: list[dict[str, Any]]) -> tuple[SweepPoint, ...]:
+def sweep_points(rows: list[dict[str, Any]]) -> tuple[SweepPoint, ...]:
+    """The card's eps sweep from the rows of :func:`arbibench.protocol.run.sweep_eps` (ratios -> percent)."""
     return tuple(
         SweepPoint(attack=r["attack"], eps=r["eps"], eps_text=r.get("eps_text"), acc_star=percent(r["acc_star"]),  # type: ignore[arg-type]
                    acc_norm=r.get("acc_norm"), interval=(percent(r["interval"][0]), percent(r["interval"][1])),  # type: ignore[arg-type]
@@ -171,7 +172,7 @@ def protocol_card(result: Any) -> ModelCard:
         flags=dict(result.flags),
         data_indices_hash=dict(result.indices_hash),
         n_examples=dict(result.n_examples),
-        sweep=_sweep(result.sweep),
+        sweep=sweep_points(result.sweep),
         # compute time of the attacks as stored batch by batch: the same after a resumed run as after a fresh one
         seconds=round(sum(a.seconds for a in result.attacks), 1),
         **eps_star_fields(getattr(result, "eps_star", None)),

@@ -25,9 +25,11 @@ from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.data.cifar10c import cifar10c_dir, read_cell, read_labels, read_manifest
 from arbibench.evaluation.corruption_metrics import Estimate, mean_corruption_accuracy, relative_accuracy
 from arbibench.evaluation.inputs import check_model
+from arbibench.evaluation.model_card import method_metadata
 from arbibench.evaluation.runner import make_progress
 from arbibench.evaluation.store import ResultStore, hash_indices, hash_model
-from arbibench.protocol import CorruptionProtocol
+from arbibench.models.zoo import get_entry, load_model
+from arbibench.protocol.presets import CorruptionProtocol
 
 CLEAN = "clean"
 
@@ -208,8 +210,6 @@ def run_corruption_model(
 
 def fp_twin_of(model_name: str) -> str | None:
     """The zoo's full-precision model with the same backbone and dataset (None for an FP model or a stranger)."""
-    from arbibench.evaluation.model_card import method_metadata
-
     meta = method_metadata(model_name)
     twin = meta.get("fp_twin")
     return None if twin == model_name or meta.get("method") == "fp" else twin
@@ -242,8 +242,6 @@ def run_corruption_protocol(
 ) -> list[CorruptionEvaluation]:
     """Evaluate the zoo models ``models`` on CIFAR-10-C; ``with_twins`` adds each BNN's FP twin when it is missing
     (the BNN-to-FP ratio needs it). ``on_model_done`` gets each result once its FP ratio is known."""
-    from arbibench.models.zoo import get_entry, load_model
-
     names = list(dict.fromkeys(models))
     for name in list(names):
         get_entry(name, protocol.dataset, model_dir)  # fail on a bad name before the work, not after

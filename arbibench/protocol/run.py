@@ -21,15 +21,17 @@ from torch import nn
 
 from arbibench.attacks import get_attack, get_threat_model, parse_eps
 from arbibench.data.datasets import load_dataset
+from arbibench.data.subsets import select_indices
 from arbibench.evaluation.checks import gradient_free_beats_gradient
 from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, twin_findings
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean
 from arbibench.evaluation.min_perturbation import minimal_perturbation
-from arbibench.evaluation.result import query_summary
+from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore, hash_indices
-from arbibench.protocol import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
+from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
+from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
 
 ALL = "all"
 
@@ -76,8 +78,6 @@ def protocol_subsets(
     protocol: Protocol, data_dir: str | os.PathLike | None
 ) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """(x, y, dataset indices) of the white-box images and of the black-box images drawn from them."""
-    from arbibench.data.subsets import select_indices
-
     xw, yw, iw = load_dataset(protocol.dataset, protocol.n_white_box, data_dir, None)
     pos = torch.from_numpy(select_indices(len(yw), protocol.n_black_box, seed=protocol.subset_seed))
     return {WHITE_BOX: (xw, yw, iw), BLACK_BOX: (xw[pos], yw[pos], iw[pos])}
@@ -256,8 +256,6 @@ def sweep_outcomes(
 ) -> tuple[list[dict], PairedOutcomes]:
     """One row per eps (ACC* and ACC_norm of ``attack``, each eps its own stored evaluation) and the per-image
     outcomes, one column per eps (named by its text, e.g. "8/255")."""
-    from arbibench.evaluation.result import format_eps
-
     rows = []
     clean_correct, columns = None, {}
     for eps in eps_values:
@@ -298,8 +296,6 @@ def run_protocol(
     on_model_done: Callable[[ModelEvaluation, nn.Module], None] | None = None,
 ) -> list[ModelEvaluation]:
     """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands."""
-    from arbibench.models.zoo import get_entry, load_model
-
     device = resolve_device(device)
     if not models:
         raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
@@ -325,8 +321,6 @@ def fp_twin_comparison(results: Sequence[ModelEvaluation]) -> list[dict]:
     The twin is the zoo model with the same backbone and method ``fp``; models without a twin in ``results`` are
     left out.
     """
-    from arbibench.models.zoo import ZOO, fp_twin_name
-
     by_name = {r.model_name: r for r in results}
     rows = []
     for r in results:
@@ -349,7 +343,5 @@ def protocol_findings(results: Sequence[ModelEvaluation], *, seed: int = 0) -> l
     """Each BNN of ``results`` against its FP twin (when the twin is in ``results`` too): per attack family at the
     protocol eps and over the eps sweep, with paired 95% intervals and a verdict (:mod:`arbibench.evaluation.findings`).
     """
-    from arbibench.models.zoo import ZOO, fp_twin_name
-
     twins = {r.model_name: fp_twin_name(ZOO[r.model_name]) for r in results if r.model_name in ZOO}
     return twin_findings({r.model_name: r.per_image for r in results}, twins, seed=seed)

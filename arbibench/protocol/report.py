@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from arbibench.evaluation.findings import LESS_ROBUST, MORE_ROBUST, TwinComparison, verdict_counts
-from arbibench.protocol import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
-from arbibench.protocol_run import ALL, ModelEvaluation
+from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
+from arbibench.protocol.run import ALL, ModelEvaluation
 
 
 def _pct(v: float) -> str:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-WHITE_BOX = "white-box"
-BLACK_BOX = "black-box"
-FAMILIES = (WHITE_BOX, BLACK_BOX)
+from arbibench.attacks import BLACK_BOX, WHITE_BOX, get_attack
+from arbibench.data.cifar10c import CORRUPTIONS
+
+FAMILIES = (WHITE_BOX, BLACK_BOX)  # the protocol's two groups: score-, decision-based and transfer are black-box
 
 
 @dataclass(frozen=True)
@@ -179,8 +180,6 @@ class CorruptionProtocol:
 
 
 def _corruption_presets() -> dict[str, CorruptionProtocol]:
-    from arbibench.data.cifar10c import CORRUPTIONS
-
     return {"cifar10-c": CorruptionProtocol("cifar10-c", "cifar10", CORRUPTIONS)}
 
 
@@ -265,8 +264,6 @@ def describe(protocol: Protocol | CorruptionProtocol) -> list[tuple[str, str]]:
 
 def _describe_attack(spec: AttackSpec) -> str:
     """The attack with every config value it runs with (registry defaults plus the preset's overrides)."""
-    from arbibench.attacks import get_attack
-
     attack = get_attack(spec.name, **spec.kwargs)
     config = {k: v for k, v in attack.config_dict().items() if k != "name"}
     if spec.name == "autoattack":

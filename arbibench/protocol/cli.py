@@ -1,0 +1,250 @@
+"""The ``arbibench protocol show|run|report`` and ``arbibench sweep`` commands: the protocol owns its command line,
+and ``arbibench/cli.py`` only wires it in."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from arbibench.attacks import parse_eps
+from arbibench.cards import parse_card, read_card_json
+from arbibench.data.datasets import load_dataset
+from arbibench.data.download import DownloadError
+from arbibench.evaluation.inputs import resolve_device
+from arbibench.evaluation.model_card import (
+    card_path,
+    sweep_points,
+    write_card,
+    write_corruption_card,
+    write_protocol_card,
+)
+from arbibench.evaluation.store import ResultStore, StoreError
+from arbibench.models.zoo import load_model, zoo_rows
+from arbibench.protocol import presets
+from arbibench.protocol.corruptions import run_corruption_protocol
+from arbibench.protocol.presets import describe
+from arbibench.protocol.report import (
+    corruption_model_table,
+    corruption_zoo_table,
+    findings_table,
+    model_table,
+    summary_table,
+)
+from arbibench.protocol.run import protocol_findings, run_protocol, sweep_eps
+
+USER_ERRORS = (ValueError, TypeError, OSError, DownloadError, StoreError)  # OSError: disk full, read-only folder
+console = Console()
+
+
+def fail(e: Exception) -> NoReturn:
+    """Print a user error (no traceback) and exit with status 2."""
+    console.print(f"[bold red]error:[/] {e}")
+    raise typer.Exit(2)
+
+
+protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
+
+
+def _protocol(name: str, quick: bool):  # noqa: ANN202 - typer helper
+
+    try:
+        return presets.get_protocol(name, quick)  # looked up on the module, so a test can shrink the presets
+    except USER_ERRORS as e:
+        fail(e)
+
+
+@protocol_app.command("show")
+def protocol_show(
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
+    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+) -> None:
+    """Print every number of a protocol preset: subsets, eps, seeds and each attack with all its parameters."""
+
+
+    protocol = _protocol(name, quick)
+    table = Table(title=f"protocol {protocol.label}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    try:
+        for key, value in describe(protocol):
+            table.add_row(key, value)
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(table)
+
+
+@protocol_app.command("run")
+def protocol_run(
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
+    models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
+    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
+    model_info: Path = typer.Option(Path("model_info"), help="Where the model cards are written."),
+    model_dir: Path | None = typer.Option(
+        None, help="Checkpoint folder: ImageNet weights you bring, or the folder `arbibench import` wrote into."
+    ),
+    sweep: bool = typer.Option(True, help="Also run the preset's eps sweep (robust accuracy vs eps curves)."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """Run a protocol over zoo models: every (model, attack) pair through the store, cards into --model-info.
+
+    Prints per model ACC, ACC* and ACC_norm per attack, RS and RS_mean per family and overall, the worst case, and
+    each BNN against its full-precision twin (paired 95% intervals and a verdict).
+    """
+
+    protocol = _protocol(name, quick)
+    names = _protocol_models(models, protocol.dataset, model_dir)
+    console.print(f"protocol {protocol.label} on {len(names)} models: {', '.join(names)}")
+    for note in protocol.notes:
+        console.print(f"[yellow]note[/]: {note}")
+    t0 = time.perf_counter()
+    if protocol.threat_model == "corruptions":
+        _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir)
+        console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
+        return
+
+    def done(result, model) -> None:  # noqa: ANN001 - callback
+        console.print(model_table(result))
+        for flag, meaning in result.flags.items():
+            console.print(f"[yellow]flag {flag}[/]: {meaning}")
+        path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
+        console.print(f"wrote {path}")
+
+    try:
+        with ResultStore(store) as db:
+            results = run_protocol(
+                protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device, console=console,
+                sweep=sweep, on_model_done=done,
+            )
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(summary_table(results, protocol))
+    findings = protocol_findings(results)
+    if findings:
+        console.print(findings_table(findings))
+    console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
+
+
+def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:
+    """The names of ``--models``: a comma-separated list, or 'all' present checkpoints of ``dataset``."""
+
+    if models.strip() != "all":
+        return [m.strip() for m in models.split(",") if m.strip()]
+    names = [r["name"] for r in zoo_rows(model_dir) if r["dataset"] == dataset and r["present"]]
+    if not names:
+        fail(ValueError(f"no {dataset} checkpoints present; pass --model-dir or --models"))
+    return names
+
+
+@protocol_app.command("report")
+def protocol_report(
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
+    models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
+    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
+    model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the findings as JSON to this file."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """ARBiBench's findings: is each BNN more or less robust than its FP twin, under white-box and black-box attacks
+    at the protocol eps and across the eps sweep?
+
+    Reads the outcomes `protocol run` stored (whatever is missing is evaluated and stored first), pairs each BNN with
+    its twin on the same images and gives the difference of mean ACC_norm with a 95% bootstrap interval. The verdict
+    follows the interval: above zero "more robust", below "less robust", otherwise "not distinguishable".
+    """
+
+    protocol = _protocol(name, quick)
+    if protocol.threat_model == "corruptions":
+        fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
+    names = _protocol_models(models, protocol.dataset, model_dir)
+    try:
+        with ResultStore(store) as db:
+            results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
+                                   console=console)
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(summary_table(results, protocol))
+    findings = protocol_findings(results)
+    if not findings:
+        fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
+    console.print(findings_table(findings))
+    if json_out is not None:
+        payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings]}
+        tmp = json_out.with_name(json_out.name + ".tmp")
+        tmp.write_text(json.dumps(payload, indent=2) + "\n")
+        tmp.replace(json_out)
+        console.print(f"wrote {json_out}")
+
+
+def _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir) -> None:  # noqa: ANN001
+    """The cifar10-c preset: every model on every CIFAR-10-C cell through the store, cards, the zoo table."""
+
+    def done(result) -> None:  # noqa: ANN001 - callback
+        console.print(corruption_model_table(result))
+        for flag, meaning in result.flags.items():
+            console.print(f"[yellow]flag {flag}[/]: {meaning}")
+        console.print(f"wrote {write_corruption_card(result, model_info)}")
+
+    try:
+        with ResultStore(store) as db:
+            results = run_corruption_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir,
+                                              device=device, console=console, on_model_done=done)
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(corruption_zoo_table(results))
+
+
+def sweep(
+    model: str = typer.Option(..., "--model", "-m", help="Zoo model name."),
+    eps: str = typer.Option("1/255,2/255,4/255,8/255,16/255", help="Comma-separated eps values (8/255 or 0.03)."),
+    attack: str = typer.Option("apgd_ce", help="The attack run at every eps."),
+    n_examples: int = typer.Option(500, "--n-examples", "-n", help="First N test images."),
+    dataset: str = typer.Option("cifar10", help="cifar10 or imagenet."),
+    threat_model: str = typer.Option("Linf", "--threat-model", "-t", help="Linf or L2."),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
+    model_info: Path | None = typer.Option(None, help="Add the curve to this model's card under this folder."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
+
+
+    try:
+        values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
+        if not values:
+            raise ValueError("--eps needs at least one value")
+        device = str(resolve_device(device))
+        net = load_model(model, dataset=dataset, device=device)
+        x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
+        with ResultStore(store) as db:
+            rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
+                             device=device, console=console)
+    except USER_ERRORS as e:
+        fail(e)
+    table = Table(title=f"{model}: {attack} robust accuracy vs {threat_model} eps ({n_examples} images)")
+    for col in ("eps", "ACC*", "ACC_norm"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(row["eps_text"], f"{100 * row['acc_star']:.1f}%", f"{row['acc_norm']:.3f}")
+    console.print(table)
+    if model_info is not None:
+        path = card_path(model_info, dataset, threat_model, model)
+        if not path.is_file():
+            fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
+        try:
+            card = replace(parse_card(path, read_card_json(path)), sweep=sweep_points(rows))
+        except ValueError as e:
+            fail(e)
+        console.print(f"updated {write_card(card, path)}")
+
+
