@@ -1,4 +1,9 @@
-"""An evaluation killed with SIGKILL mid-run and rerun gives exactly the numbers of an uninterrupted run."""
+"""An evaluation killed with SIGKILL mid-run and rerun gives exactly the numbers of an uninterrupted run.
+
+The run is stopped at an observable event, not after a sleep: it pauses at the fault point right after committing
+its second PGD batch (``ARBIBENCH_PAUSE``, :mod:`arbibench.faults`), the test's open of the pause FIFO returns
+exactly when it got there, the store shows that batch's row, and only then does SIGKILL land.
+"""
 
 import json
 import os
@@ -6,9 +11,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
+import threading
 
 N, BATCH = 400, 20
+KILL_AFTER = 2  # PGD batches committed when the kill lands
 
 
 def _eval_cmd(store, out):
@@ -36,19 +42,34 @@ def _numbers(path):
     return d
 
 
+def _wait_for_pause(proc: subprocess.Popen, fifo, timeout: float = 300) -> None:
+    """Return once ``proc`` sits at its pause point: opening the FIFO to write blocks until it opens it to read."""
+    opened: list[int] = []
+    waiter = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True)
+    waiter.start()
+    waiter.join(timeout)
+    if not opened:  # never got there: unblock the waiter, stop the run, say why
+        proc.kill()
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        raise AssertionError(f"the evaluation never reached its pause point (exit status {proc.wait()})")
+    os.close(opened[0])  # the run now blocks reading its FIFO until it is killed
+
+
 def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, data_dir):
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    os.mkfifo(pause / "resume")
+    # clean pass and fgsm take N // BATCH commits each; pause right after the KILL_AFTER-th pgd commit
+    point = f"store.commit.after@{2 * (N // BATCH) + KILL_AFTER}"
     env = {**os.environ, "ARBIBENCH_DATA": str(data_dir)}
     killed_store, killed_json = tmp_path / "killed.db", tmp_path / "killed.json"
-    proc = subprocess.Popen(_eval_cmd(killed_store, killed_json), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 300
-    while _batches_done(killed_store, "pgd") < 2 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
+    proc = subprocess.Popen(_eval_cmd(killed_store, killed_json), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**env, "ARBIBENCH_PAUSE": point, "ARBIBENCH_PAUSE_DIR": str(pause)})  # fmt: skip
+    _wait_for_pause(proc, pause / "resume")
+    assert _batches_done(killed_store, "pgd") == KILL_AFTER  # the event: its rows are in the store
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    done_at_kill = _batches_done(killed_store, "pgd")
-    assert 2 <= done_at_kill < N // BATCH, f"kill landed after {done_at_kill} pgd batches"
+    assert proc.returncode == -signal.SIGKILL
     assert not killed_json.exists()
 
     subprocess.run(_eval_cmd(killed_store, killed_json), env=env, check=True, capture_output=True)
