@@ -28,9 +28,10 @@ from rich.text import Text
 from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel
-from arbibench.attacks.query import BlackBoxAttack, BlackBoxResult, QuerySteps, forward_queries, run_pooled
+from arbibench.attacks.query import BlackBoxAttack, QuerySteps, forward_queries, run_pooled
+from arbibench.evaluation.batch import BatchOutcome, batch_generator, compute_batch, outcome_columns
 from arbibench.evaluation.checks import run_checks
-from arbibench.evaluation.inputs import check_finite_logits, check_images, check_labels, check_model, resolve_device
+from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
 from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
 from arbibench.evaluation.surrogates import attack_for_target
 from arbibench.nn.fused import inference_model
@@ -57,10 +58,6 @@ def make_progress(console: Console | None = None, enabled: bool = True) -> Progr
         console=console,
         disable=not enabled,
     )
-
-
-def batch_generator(seed: int, batch_index: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
 
 
 @dataclass
@@ -125,20 +122,20 @@ def run_attack(
                 progress.advance(task, min(bs, n - start))
             continue
         pending.append(b)
-    if isinstance(attack, BlackBoxAttack) and ctx.pool:
+    if isinstance(attack, BlackBoxAttack) and ctx.pool and clean is not None:
         _run_pooled(ctx, attack, key, pending, clean, progress, task)
     else:
         for b in pending:
             if ctx.store.has_batch(key, b):
                 continue
             t0 = time.perf_counter()
-            batch = _prepare(ctx, b, clean)
-            x_adv = None
-            if attack is not None and len(batch.attacked):
-                x_adv = attack(ctx.model, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
-            result = attack if isinstance(attack, BlackBoxAttack) else None
-            _commit(ctx, key, name, batch, x_adv, result, time.perf_counter() - t0)
-            progress.advance(task, len(batch.y))
+            start, stop = b * bs, (b + 1) * bs
+            clean_b = None if clean is None else torch.from_numpy(clean.clean_correct[start:stop])
+            outcome = compute_batch(
+                ctx.model, attack, ctx.threat, ctx.seed, b, ctx.x[start:stop], ctx.y[start:stop], clean_b, ctx.device
+            )
+            commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
+            progress.advance(task, len(outcome.clean_correct))
     outcomes = ctx.store.outcomes(key)
     if len(outcomes.sample_index) != n or not (outcomes.sample_index == ctx.indices.numpy()).all():
         raise RuntimeError(
@@ -150,10 +147,10 @@ def run_attack(
 
 @dataclass
 class _Batch:
-    """One store batch: its images, which were classified correctly, and the ones handed to the attack."""
+    """One store batch of a pooled run: its images on the device, which were classified correctly, and the ones
+    handed to the attack."""
 
     index: int
-    start: int
     x: torch.Tensor
     y: torch.Tensor
     clean_ok: torch.Tensor
@@ -168,60 +165,28 @@ class _Batch:
         return self.y[self.attacked]
 
 
-def _prepare(ctx: EvaluationContext, b: int, clean: Outcomes | None) -> _Batch:
+def _prepare(ctx: EvaluationContext, b: int, clean: Outcomes) -> _Batch:
     start = b * ctx.batch_size
     xb = ctx.x[start : start + ctx.batch_size].to(ctx.device)
     yb = ctx.y[start : start + ctx.batch_size].to(ctx.device)
-    if clean is None:
-        with torch.no_grad():
-            logits = ctx.model(xb)
-        check_finite_logits(logits, f"clean pass, batch {b}")
-        clean_ok = logits.argmax(1) == yb
-    else:
-        clean_ok = torch.from_numpy(clean.clean_correct[start : start + ctx.batch_size]).to(ctx.device)
-    return _Batch(b, start, xb, yb, clean_ok, clean_ok.nonzero().flatten())
+    clean_ok = torch.from_numpy(clean.clean_correct[start : start + ctx.batch_size]).to(ctx.device)
+    return _Batch(b, xb, yb, clean_ok, clean_ok.nonzero().flatten())
 
 
-def _commit(
-    ctx: EvaluationContext,
-    key: str,
-    name: str,
-    batch: _Batch,
-    x_adv: torch.Tensor | None,
-    result: BlackBoxAttack | BlackBoxResult | None,
-    seconds: float,
-) -> None:
-    """Verify ``x_adv`` on the reference model and commit the batch in one transaction."""
-    adv_ok = batch.clean_ok.clone()
-    pert = torch.zeros(len(batch.y), device=ctx.device)
-    queries: list[int | None] | None = None
-    if x_adv is not None:
-        x0, y0, attacked = batch.x0, batch.y0, batch.attacked
-        ctx.threat.verify(x_adv, x0)  # the runner's own check: nothing unverified is ever counted
-        with torch.no_grad():
-            logits = ctx.model(x_adv)  # the reference model decides, whatever answered the attack's queries
-        check_finite_logits(logits, f"{name} adversarial examples, batch {batch.index}")
-        adv_ok[attacked] = logits.argmax(1) == y0
-        pert[attacked] = ctx.threat.distance(x_adv, x0).to(pert.dtype)
-        if result is not None and result.query_counts is not None:
-            # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
-            # sample then stays robust at this eps, and its distance is kept for other eps)
-            found = torch.isfinite(result.min_distance)
-            pert[attacked[found]] = result.min_distance[found].to(pert)
-            queries = [None] * len(batch.y)
-            for i, q in zip(attacked.tolist(), result.query_counts.tolist(), strict=True):
-                queries[i] = int(q)
-            ctx.discrepancies += result.discrepancies
-            if result.inference_note:
-                ctx.notes.add(result.inference_note)
-    ctx.store.commit_batch(
+def commit_outcome(ctx: EvaluationContext, key: str, outcome: BatchOutcome, seconds: float) -> bool:
+    """Commit one computed batch in one transaction (False: it was already there) and keep its oracle notes."""
+    start = outcome.batch_index * ctx.batch_size
+    ctx.discrepancies += outcome.discrepancies
+    if outcome.inference_note:
+        ctx.notes.add(outcome.inference_note)
+    return ctx.store.commit_batch(
         key,
-        batch.index,
-        ctx.indices[batch.start : batch.start + ctx.batch_size].tolist(),
-        batch.clean_ok.tolist(),
-        adv_ok.tolist(),
-        pert.tolist(),
-        queries,
+        outcome.batch_index,
+        ctx.indices[start : start + ctx.batch_size].tolist(),
+        outcome.clean_correct,
+        outcome.adv_correct,
+        outcome.perturbation,
+        outcome.queries,
         seconds=seconds,
     )
 
@@ -231,7 +196,7 @@ def _run_pooled(
     attack: BlackBoxAttack,
     key: str,
     pending: list[int],
-    clean: Outcomes | None,
+    clean: Outcomes,
     progress: Progress,
     task: TaskID,
 ) -> None:
@@ -248,7 +213,9 @@ def _run_pooled(
             batch = _prepare(ctx, b, clean)
             started[b] = (batch, time.perf_counter())
             if len(batch.attacked) == 0:
-                _commit(ctx, key, attack.name, batch, None, None, 0.0)
+                outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok,
+                                          None, None)
+                commit_outcome(ctx, key, outcome, 0.0)
                 progress.advance(task, len(batch.y))
                 continue
             yield b, attack.session(ctx.model, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
@@ -256,7 +223,9 @@ def _run_pooled(
     for b, result in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=ctx.batch_size):
         batch, t0 = started.pop(b)
         # seconds: wall time from the batch's start to its commit (pooled batches overlap, so they do not add up)
-        _commit(ctx, key, attack.name, batch, result.x_adv, result, time.perf_counter() - t0)
+        outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok,
+                                  result.x_adv, result)
+        commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
         progress.advance(task, len(batch.y))
 
 

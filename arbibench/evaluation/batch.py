@@ -1,0 +1,114 @@
+"""The unit of work: one store batch of one evaluation, computed by a pure function.
+
+:func:`compute_batch` takes the model, the attack (``None``: the clean pass), the threat model, the seed, the batch
+index, the batch's images and labels and (for an attack) the batch's clean outcomes, and returns the per-sample
+outcome columns the store commits. It reads and writes nothing else, so the local runner and a remote worker that
+call it on the same values get the same columns: each batch draws from its own generator seeded by
+``(seed, batch index)``, and a model's answer for an image does not depend on which process computes it, as long as
+the images keep their memory layout (dtype and strides: see :func:`layout`) and torch its thread count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from arbibench.attacks import Attack, ThreatModel
+from arbibench.attacks.query import BlackBoxAttack, BlackBoxResult
+from arbibench.evaluation.inputs import check_finite_logits
+
+
+def batch_generator(seed: int, batch_index: int) -> torch.Generator:
+    """The generator of one batch: the same for the same (seed, batch index), wherever the batch is computed."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + batch_index)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """The per-sample columns of one store batch, in the batch's order, as :meth:`ResultStore.commit_batch` takes
+    them, plus what the oracle reports about the fused inference path."""
+
+    batch_index: int
+    clean_correct: list[bool]
+    adv_correct: list[bool]
+    perturbation: list[float]
+    queries: list[int | None] | None  # black-box attacks only
+    discrepancies: int = 0  # fused-path answers the reference model contradicted
+    inference_note: str | None = None  # why the reference model answered the queries, when it did
+
+
+def layout(x: torch.Tensor) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    """dtype, shape and strides of ``x``: what a remote worker checks its images against the driver's (a BNN's sign
+    can flip on the rounding of another layout)."""
+    return str(x.dtype), tuple(x.shape), tuple(x.stride())
+
+
+def compute_batch(
+    model: nn.Module,
+    attack: Attack | None,
+    threat: ThreatModel,
+    seed: int,
+    batch_index: int,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    clean_correct: torch.Tensor | None,
+    device: torch.device,
+) -> BatchOutcome:
+    """The outcome columns of one store batch: the clean pass (``attack=None``) or ``attack`` on the images that
+    ``clean_correct`` (the batch's clean outcomes) marks as correctly classified, verified on ``model``."""
+    xb, yb = x.to(device), y.to(device)
+    if attack is None:
+        with torch.no_grad():
+            logits = model(xb)
+        check_finite_logits(logits, f"clean pass, batch {batch_index}")
+        return outcome_columns(model, threat, "clean", batch_index, xb, yb, logits.argmax(1) == yb, None, None)
+    if clean_correct is None:
+        raise ValueError(f"batch {batch_index} of {attack.name} needs the clean outcomes of its images")
+    clean_ok = clean_correct.to(device=device, dtype=torch.bool)
+    attacked = clean_ok.nonzero().flatten()
+    x_adv = None
+    if len(attacked):
+        x_adv = attack(model, xb[attacked], yb[attacked], threat, batch_generator(seed, batch_index))
+    result = attack if isinstance(attack, BlackBoxAttack) else None
+    return outcome_columns(model, threat, attack.name, batch_index, xb, yb, clean_ok, x_adv, result)
+
+
+def outcome_columns(
+    model: nn.Module,
+    threat: ThreatModel,
+    name: str,
+    batch_index: int,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    clean_ok: torch.Tensor,
+    x_adv: torch.Tensor | None,
+    result: BlackBoxAttack | BlackBoxResult | None,
+) -> BatchOutcome:
+    """Verify ``x_adv`` (the attacked images' adversarials) on the reference model and build the batch's columns.
+
+    The reference model decides, whatever answered the attack's queries; nothing unverified is ever counted."""
+    adv_ok = clean_ok.clone()
+    pert = torch.zeros(len(y), device=x.device)
+    queries: list[int | None] | None = None
+    discrepancies, note = 0, None
+    if x_adv is not None:
+        attacked = clean_ok.nonzero().flatten()
+        x0, y0 = x[attacked], y[attacked]
+        threat.verify(x_adv, x0)
+        with torch.no_grad():
+            logits = model(x_adv)
+        check_finite_logits(logits, f"{name} adversarial examples, batch {batch_index}")
+        adv_ok[attacked] = logits.argmax(1) == y0
+        pert[attacked] = threat.distance(x_adv, x0).to(pert.dtype)
+        if result is not None and result.query_counts is not None:
+            # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
+            # sample then stays robust at this eps, and its distance is kept for other eps)
+            found = torch.isfinite(result.min_distance)
+            pert[attacked[found]] = result.min_distance[found].to(pert)
+            queries = [None] * len(y)
+            for i, q in zip(attacked.tolist(), result.query_counts.tolist(), strict=True):
+                queries[i] = int(q)
+            discrepancies, note = result.discrepancies, result.inference_note
+    return BatchOutcome(batch_index, clean_ok.tolist(), adv_ok.tolist(), pert.tolist(), queries, discrepancies, note)
