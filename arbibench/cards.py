@@ -462,7 +462,7 @@ def _parse_record(cls: type[R], where: Path, data: Any, prefix: str = "", **loca
                                   else "is null")
             if f.default is not MISSING and f.default is not None:
                 continue  # a null boolean reads as its default (false)
-            if f.default_factory is not MISSING:  # type: ignore[misc]
+            if f.default_factory is not MISSING:
                 continue
         elif kind == "text" and f.metadata["required"] and not value.strip():
             raise reader.fail(f.name, f"expected a non-empty string, got {_kind_of(value)}")

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -155,7 +156,7 @@ class APGD(Attack):
 
     name = "apgd_ce"
     needs_gradients = True
-    Config = APGDConfig
+    Config: ClassVar[type] = APGDConfig  # typed as on Attack: APGD-T's config is a sibling, not a subclass
     config: APGDConfig
 
     def run(
@@ -317,7 +318,7 @@ class APGDDLR(APGD):
     """APGD on the DLR loss (Croce & Hein 2020): robust to the scale of the logits."""
 
     name = "apgd_dlr"
-    Config = APGDDLRConfig
+    Config: ClassVar[type] = APGDDLRConfig
     config: APGDDLRConfig
 
 
@@ -330,8 +331,8 @@ class APGDT(APGD):
     """
 
     name = "apgd_t"
-    Config = APGDTConfig
-    config: APGDTConfig  # type: ignore[assignment]
+    Config: ClassVar[type] = APGDTConfig
+    config: APGDTConfig  # type: ignore[assignment]  # the shared step loop reads only fields both configs have
 
     def run(
         self,

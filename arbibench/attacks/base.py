@@ -86,7 +86,8 @@ def loss_gradient(
 @torch.no_grad()
 def predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Labels the deployed model gives (no-grad forward: exact binary activations, no surrogate arithmetic)."""
-    return model(x).argmax(dim=1)
+    logits: torch.Tensor = model(x)
+    return logits.argmax(dim=1)
 
 
 # -- the contract --------------------------------------------------------------------------------------------------

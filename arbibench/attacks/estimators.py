@@ -108,7 +108,8 @@ class LogitTemperature(nn.Module):
         self.training = bool(getattr(model, "training", False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x) / self.temperature
+        logits: torch.Tensor = self.model(x)
+        return logits / self.temperature
 
     def extra_repr(self) -> str:
         return f"temperature={self.temperature:g}"
@@ -239,7 +240,8 @@ class AdaptiveAttack(Attack):
         if not isinstance(attack, Attack):
             raise TypeError(f"attack must be a configured Attack, got {type(attack).__name__}")
         self.attack = attack
-        self.config = AdaptiveAttackConfig() if estimators is None else AdaptiveAttackConfig(tuple(estimators))
+        self.config = AdaptiveAttackConfig() if estimators is None else AdaptiveAttackConfig(
+            tuple(GradientEstimator.parse(e) for e in estimators))
         self.name = f"{attack.name}_adaptive"  # type: ignore[misc]
         self.needs_gradients = attack.needs_gradients  # type: ignore[misc]
         self.family, self.norms = attack.family, attack.norms  # type: ignore[misc]

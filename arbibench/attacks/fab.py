@@ -290,7 +290,7 @@ class FABT(FAB):
 
     name = "fab_t"
     Config = FABTConfig
-    config: FABTConfig  # type: ignore[assignment]
+    config: FABTConfig
 
     def run(
         self,

@@ -51,7 +51,7 @@ def forward_queries(model: nn.Module | Callable[[torch.Tensor], torch.Tensor], x
     if len(x) == 0:
         return model(x).detach()
     parts = []
-    for part in x.split(QUERY_CHUNK):
+    for part in torch.split(x, QUERY_CHUNK):
         parts.append(model(part.expand(2, *part.shape[1:]))[:1] if len(part) == 1 else model(part))
     return torch.cat(parts).detach()
 
@@ -93,7 +93,7 @@ def run_pooled(
         if not live:
             return
         logits = answer(torch.cat([r for _, _, r in live]))
-        answers = logits.split([len(r) for _, _, r in live])
+        answers = torch.split(logits, [len(r) for _, _, r in live])
         still: list[tuple[Any, QuerySteps, torch.Tensor]] = []
         for (key, steps, _), got in zip(live, answers, strict=True):
             try:
@@ -153,15 +153,18 @@ class QueryModel:
 
     def scores(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Logits [len(idx), classes] for inputs ``x`` belonging to originals ``idx``; one query each."""
-        return drive(self.query_scores(x, idx), self.answer)
+        logits: torch.Tensor = drive(self.query_scores(x, idx), self.answer)
+        return logits
 
     def labels(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Top-1 labels for inputs ``x`` belonging to originals ``idx``; one query each."""
-        return drive(self.query_labels(x, idx), self.answer)
+        labels: torch.Tensor = drive(self.query_labels(x, idx), self.answer)
+        return labels
 
     def is_adversarial(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Whether each input is misclassified (label access is enough); one query each."""
-        return drive(self.query_adversarial(x, idx), self.answer)
+        adversarial: torch.Tensor = drive(self.query_adversarial(x, idx), self.answer)
+        return adversarial
 
     # -- the same three as query steps (``yield from``), for attacks written as step sequences -----------------------
     def query_scores(self, x: torch.Tensor, idx: torch.Tensor) -> Generator[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -261,7 +264,7 @@ class BlackBoxAttack(Attack):
     ) -> torch.Tensor:
         self.query_counts, self.min_distance = None, None
         oracle = QueryModel(model, x, y, threat, access=self.access, max_queries=self.config.max_queries)
-        result = drive(self._steps_with_bookkeeping(oracle, x, y, threat, generator), oracle.answer)
+        result: BlackBoxResult = drive(self._steps_with_bookkeeping(oracle, x, y, threat, generator), oracle.answer)
         self.query_counts, self.min_distance = result.query_counts, result.min_distance
         self.discrepancies, self.inference_note = result.discrepancies, result.inference_note
         return result.x_adv
@@ -313,7 +316,7 @@ class BlackBoxAttack(Attack):
     ) -> torch.Tensor:
         """Return ``x_adv`` within ``threat`` (the originals where no adversarial within eps was found)."""
         found: list[torch.Tensor] = []
-        x_adv = drive(self.steps(oracle, x, y, threat, generator, found), oracle.answer)
+        x_adv: torch.Tensor = drive(self.steps(oracle, x, y, threat, generator, found), oracle.answer)
         if found:
             self.min_distance = found[0]
         return x_adv

@@ -60,6 +60,7 @@ def register(cls: type[Attack], *, adaptive: bool = False) -> type[Attack]:
     return cls
 
 
+_cls: type[Attack]
 for _cls in (FGSM, PGD, MIFGSM, CWLinf, APGD, APGDDLR, APGDT, CWL2, DeepFool, FAB, FABT):
     register(_cls, adaptive=True)
 for _cls in (Square, SimBA, NES, HopSkipJump, RayS):

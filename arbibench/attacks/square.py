@@ -55,7 +55,8 @@ class SquareConfig:
 def p_at(iteration: int, p_init: float, max_queries: int, rescale: bool = True) -> float:
     """Fraction of pixels the square covers at ``iteration`` (0-based): ``p_init`` halved once per passed mark."""
     it = int(iteration / max_queries * 10000) if rescale else iteration
-    return p_init / 2 ** sum(it > mark for mark in P_SCHEDULE)
+    halvings = sum(it > mark for mark in P_SCHEDULE)
+    return p_init / (1 << halvings)  # 2**halvings: an int power (typeshed types int ** int as Any)
 
 
 def meta_pattern(s: int) -> torch.Tensor:
@@ -69,11 +70,13 @@ def meta_pattern(s: int) -> torch.Tensor:
         tail = w.flip(0).cumsum(0).flip(0)  # tail[d] = sum_{k >= d} w_k
         ring = torch.maximum((torch.arange(a)[:, None] - ca).abs(), (torch.arange(b)[None, :] - cb).abs())
         r = tail[ring]
-        return r / torch.linalg.vector_norm(r)
+        unit: torch.Tensor = r / torch.linalg.vector_norm(r)
+        return unit
 
     top = rectangles(s // 2, s) if s // 2 else torch.zeros(0, s, dtype=torch.float64)
     pattern = torch.cat([top, -rectangles(s - s // 2, s)], dim=0)
-    return (pattern / torch.linalg.vector_norm(pattern)).float()
+    unit: torch.Tensor = pattern / torch.linalg.vector_norm(pattern)
+    return unit.float()
 
 
 def window_mask(top: torch.Tensor, left: torch.Tensor, s: int, h: int, w: int) -> torch.Tensor:

@@ -145,7 +145,8 @@ class L2(ThreatModel):
     norm: ClassVar[str] = "L2"
 
     def distance(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.vector_norm(_per_sample(x_adv - x), dim=1)
+        norms: torch.Tensor = torch.linalg.vector_norm(_per_sample(x_adv - x), dim=1)
+        return norms
 
     def project(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         delta = x_adv - x

@@ -62,7 +62,7 @@ class _NoEarlyExit(nn.Module):
         self.x0, self.y0, self.threat = x.detach().reshape(x.shape[0], -1), y, threat
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = self.surrogate(x)
+        logits: torch.Tensor = self.surrogate(x)
         if torch.is_grad_enabled():
             return logits
         flat = x.reshape(x.shape[0], -1)

@@ -8,6 +8,7 @@ images in [0, 1]; normalisation happens inside the model.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +26,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 class Normalize(nn.Module):
     """Per-channel standardisation, so that attacks work on [0, 1] pixels and never see means or stds."""
+
+    mean: torch.Tensor  # buffers, declared so that type checkers see tensors, not Module | Tensor
+    std: torch.Tensor
 
     def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
         super().__init__()
@@ -82,7 +86,7 @@ class BasicBlock(nn.Module):
 
     def __init__(self, in_planes: int, planes: int, stride: int, method: Method) -> None:
         super().__init__()
-        q = {"input_quantizer": method.input_quantizer, "kernel_quantizer": method.kernel_quantizer}
+        q: dict[str, Any] = {"input_quantizer": method.input_quantizer, "kernel_quantizer": method.kernel_quantizer}
         self.per_conv = method.shortcut == "per_conv"
         self.conv1 = BinaryConv2d(in_planes, planes, 3, stride=stride, padding=1, **q)
         self.bn1 = nn.BatchNorm2d(planes)

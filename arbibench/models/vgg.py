@@ -7,6 +7,8 @@ the preset's quantizers. A VGG has no shortcuts, so the preset's ``shortcut`` an
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -24,7 +26,7 @@ class VGGSmall(nn.Module):
         method = get_method(method) if isinstance(method, str) else method
         self.method = method.name
         self.normalize = Normalize(CIFAR10_MEAN, CIFAR10_STD)
-        q = {"input_quantizer": method.input_quantizer, "kernel_quantizer": method.kernel_quantizer}
+        q: dict[str, Any] = {"input_quantizer": method.input_quantizer, "kernel_quantizer": method.kernel_quantizer}
         layers: list[nn.Module] = []
         in_ch = 3
         for i, width in enumerate(WIDTHS):

@@ -22,7 +22,8 @@ class RPReLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = (1, -1, *([1] * (x.dim() - 2)))  # channels are dim 1, for (N, C, H, W) and (N, C) inputs alike
-        return self.prelu(x - self.shift_in.view(shape)) + self.shift_out.view(shape)
+        out: torch.Tensor = self.prelu(x - self.shift_in.view(shape))
+        return out + self.shift_out.view(shape)
 
 
 ACTIVATIONS = ("relu", "hardtanh", "prelu", "rprelu", "identity")

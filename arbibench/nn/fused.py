@@ -45,7 +45,7 @@ class FusionError(ValueError):
     """The model has a part the fused path cannot compute exactly; use the reference model."""
 
 
-def _input_threshold(q: Quantizer | None) -> torch.Tensor | None:
+def _input_threshold(q: Quantizer | None) -> torch.Tensor:
     """The threshold ``t`` of an activation quantizer that computes ``+1 if x >= t else -1``; FusionError if none."""
     if q is None:
         raise FusionError("a binary convolution without an activation quantizer has real-valued inputs")
@@ -68,6 +68,10 @@ class FusedBinaryConv2d(nn.Module):
     the reference's bit for bit.
     """
 
+    threshold: torch.Tensor  # buffers, declared so that type checkers see tensors
+    kernel: torch.Tensor
+    bias: torch.Tensor | None
+
     def __init__(self, conv: BinaryConv2d) -> None:
         super().__init__()
         if conv.padding_mode != "zeros":
@@ -83,11 +87,16 @@ class FusedBinaryConv2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         half = torch.empty_like(x, memory_format=torch.contiguous_format)
         torch.ge(x, self.threshold, out=half).sub_(0.5)  # +-1/2: one comparison, one in-place shift
+        if isinstance(self.padding, str):  # "same" / "valid": torch types the two paddings as separate overloads
+            return F.conv2d(half, self.kernel, self.bias, self.stride, self.padding, self.dilation, self.groups)
         return F.conv2d(half, self.kernel, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
 class _FusedBinaryLinear(nn.Module):
     """A binary linear layer with its kernel binarized once (exact: the same tensor the reference recomputes)."""
+
+    kernel: torch.Tensor  # buffers, declared so that type checkers see tensors
+    bias: torch.Tensor | None
 
     def __init__(self, linear: BinaryLinear) -> None:
         super().__init__()
@@ -151,10 +160,11 @@ def fuse(model: nn.Module) -> fx.GraphModule:
 
 
 # The fused copy of each reference model, with the identity of the reference's tensors it was built from.
-_CACHE: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, nn.Module | None, str | None]] = weakref.WeakKeyDictionary()
+_CacheEntry = tuple[tuple[object, ...], nn.Module | None, str | None]
+_CACHE: weakref.WeakKeyDictionary[nn.Module, _CacheEntry] = weakref.WeakKeyDictionary()
 
 
-def _tensor_identity(model: nn.Module) -> tuple:
+def _tensor_identity(model: nn.Module) -> tuple[object, ...]:
     # data pointer and in-place version counter of every tensor: any optimiser step or load_state_dict changes one
     return tuple((t.data_ptr(), t._version, t.device.type) for t in model.state_dict(keep_vars=True).values())
 

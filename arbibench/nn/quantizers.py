@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -148,18 +149,25 @@ def _resolve_surrogate(spec: str) -> SurrogateFn:
 # elementwise kernels per call and keeps more tensors alive; a BNN calls its sign twice per binary layer, so the
 # chain was a large share of a training step and of every attack's gradient pass. Each backward follows the
 # operation order autograd takes through the surrogate's forward function, so gradients match it to rounding.
+# ``ctx`` is typed Any: torch's FunctionCtx stub declares neither saved_tensors nor the attributes we store on it.
+
+
+def _apply(fn: type[torch.autograd.Function], *args: Any) -> torch.Tensor:
+    """``fn.apply(*args)``, typed: torch leaves ``Function.apply`` unannotated."""
+    out: torch.Tensor = fn.apply(*args)  # type: ignore[no-untyped-call]  # torch: Function.apply has no annotations
+    return out
 
 
 class SteSignFunction(torch.autograd.Function):
     """sign forward; backward ``g * 1{|x| <= 1}`` (the derivative of ``clamp(x, -1, 1)``)."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(x)
         return binary_sign(x)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         (x,) = ctx.saved_tensors
         return grad.masked_fill(x.abs() > 1.0, 0.0)
 
@@ -168,11 +176,11 @@ class IdentitySignFunction(torch.autograd.Function):
     """sign forward; the gradient passes unchanged (plain straight-through, BPDA with the identity)."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
         return binary_sign(x)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         return grad
 
 
@@ -180,28 +188,29 @@ class ApproxSignFunction(torch.autograd.Function):
     """sign forward; backward Bi-Real's ``2 - 2|x|`` on ``|x| <= 1``, else 0."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(x)
         return binary_sign(x)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         (x,) = ctx.saved_tensors
         xc = x.clamp(-1.0, 1.0)
-        return (grad * (2.0 - 2.0 * xc.abs())).masked_fill_(x.abs() > 1.0, 0.0)
+        out: torch.Tensor = (grad * (2.0 - 2.0 * xc.abs())).masked_fill_(x.abs() > 1.0, 0.0)
+        return out
 
 
 class TanhSignFunction(torch.autograd.Function):
     """sign forward; backward ``beta * (1 - tanh(beta x)^2)``, the derivative of ``tanh(beta x)``."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, beta: float) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, beta: float) -> torch.Tensor:
         ctx.save_for_backward(x)
         ctx.beta = beta
         return binary_sign(x)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         (x,) = ctx.saved_tensors
         y = torch.tanh(ctx.beta * x)
         return grad * (1.0 - y * y) * ctx.beta, None
@@ -212,7 +221,7 @@ class EDESignFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: torch.autograd.function.FunctionCtx,
+        ctx: Any,
         x: torch.Tensor,
         t: float | torch.Tensor,
         k: float | torch.Tensor,
@@ -222,7 +231,7 @@ class EDESignFunction(torch.autograd.Function):
         return binary_sign(x)
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (x,) = ctx.saved_tensors
         y = torch.tanh(x * ctx.t)
         return grad * ctx.k * (1.0 - y * y) * ctx.t, None, None
@@ -241,11 +250,11 @@ def _apply_sign(x: torch.Tensor, spec: str) -> torch.Tensor:
     """sign(x) with the backward of surrogate ``spec``, through the family's fused autograd.Function."""
     family, value = _parse_surrogate_cached(spec)
     if family == "tanh":
-        return TanhSignFunction.apply(x, PARAMETRIC_SURROGATES["tanh"][1] if value is None else value)
+        return _apply(TanhSignFunction, x, PARAMETRIC_SURROGATES["tanh"][1] if value is None else value)
     if family == "ede":
         t = PARAMETRIC_SURROGATES["ede"][1] if value is None else value
-        return EDESignFunction.apply(x, t, max(1.0 / t, 1.0))
-    return SIGN_FUNCTIONS[family].apply(x)
+        return _apply(EDESignFunction, x, t, max(1.0 / t, 1.0))
+    return _apply(SIGN_FUNCTIONS[family], x)
 
 
 _reference_chain_depth = 0
@@ -312,7 +321,7 @@ def get_quantizer(spec: str | Quantizer | None, channels: int | None = None) -> 
         if cls.per_channel:
             if channels is None:
                 raise ValueError(f"quantizer {spec!r} has per-channel parameters: pass channels=")
-            return cls(channels)  # type: ignore[call-arg]
+            return cls(channels)
         return cls()
     raise ValueError(f"unknown quantizer {spec!r}; known: {sorted(QUANTIZERS)}")
 
@@ -389,6 +398,8 @@ class EDESign(ScheduledSign):
     """
 
     name = "ede_sign"
+    temperature: torch.Tensor  # buffers (t and k), declared so that type checkers see tensors
+    scale: torch.Tensor
     t_min, t_max = 0.1, 10.0
 
     def __init__(self) -> None:
@@ -415,7 +426,7 @@ class EDESign(ScheduledSign):
             or _reference_chain_depth
         ):
             return super().forward(x)
-        return EDESignFunction.apply(x, self.temperature, self.scale)
+        return _apply(EDESignFunction, x, self.temperature, self.scale)
 
 
 class RSign(Quantizer):
@@ -435,7 +446,8 @@ class RSign(Quantizer):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # channels are dim 1 of any input: (N, C, H, W) in a convolution, (N, C) in a linear layer
-        return self.sign(x - self.threshold.view(1, -1, *([1] * (x.dim() - 2))))
+        out: torch.Tensor = self.sign(x - self.threshold.view(1, -1, *([1] * (x.dim() - 2))))
+        return out
 
 
 class use_surrogate:  # noqa: N801 - used like a function: ``with use_surrogate(model, "identity"):``

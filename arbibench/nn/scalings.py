@@ -41,7 +41,8 @@ class ChannelScaledSign(Quantizer):
         self.sign = SignQuantizer("ste")
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
-        return _mean_abs_per_channel(w).detach() * self.sign(w)
+        signs: torch.Tensor = self.sign(w)
+        return _mean_abs_per_channel(w).detach() * signs
 
 
 class LayerScaledSign(Quantizer):
@@ -54,7 +55,8 @@ class LayerScaledSign(Quantizer):
         self.sign = SignQuantizer("identity")  # DoReFa's straight-through estimator passes the gradient unchanged
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
-        return w.abs().mean().detach() * self.sign(w)
+        signs: torch.Tensor = self.sign(w)
+        return w.abs().mean().detach() * signs
 
 
 class LibraPBSign(Quantizer):
@@ -69,14 +71,15 @@ class LibraPBSign(Quantizer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sign = EDESign()
+        self.sign: SignQuantizer = EDESign()
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         dims = tuple(range(1, w.dim()))
         centred = w - w.mean(dim=dims, keepdim=True)
         standardised = centred / centred.std(dim=dims, keepdim=True).clamp_min(1e-12)
         scale = torch.pow(2.0, torch.round(torch.log2(_mean_abs_per_channel(standardised)))).detach()
-        return scale * self.sign(standardised)
+        signs: torch.Tensor = self.sign(standardised)
+        return scale * signs
 
 
 class LearnedScaleSign(Quantizer):
@@ -97,5 +100,6 @@ class LearnedScaleSign(Quantizer):
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         alpha = self.alpha.view(-1, *([1] * (w.dim() - 1)))
-        return alpha * self.sign(w)
+        signs: torch.Tensor = self.sign(w)
+        return alpha * signs
 

@@ -79,7 +79,8 @@ class CentredSign(Quantizer):
         self.sign = ZeroSign("approx_sign")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.sign(x - x.mean(dim=tuple(range(1, x.dim())), keepdim=True))
+        out: torch.Tensor = self.sign(x - x.mean(dim=tuple(range(1, x.dim())), keepdim=True))
+        return out
 
 
 class ZeroRSign(RSign):
@@ -144,4 +145,5 @@ class CentredLearnedScaleSign(LearnedScaleSign):
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         centred = w - w.mean(dim=tuple(range(1, w.dim())), keepdim=True)
-        return self.alpha.view(-1, *([1] * (w.dim() - 1))) * self.sign(centred)
+        signs: torch.Tensor = self.sign(centred)
+        return self.alpha.view(-1, *([1] * (w.dim() - 1))) * signs

@@ -13,6 +13,7 @@ import os
 import pickle
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeGuard
 
 import torch
 
@@ -25,7 +26,7 @@ class PickleRefusedError(ValueError):
     """A pickle checkpoint was offered without the explicit consent to read it."""
 
 
-def _is_state_dict(obj: object) -> bool:
+def _is_state_dict(obj: object) -> TypeGuard[Mapping[str, torch.Tensor]]:
     return isinstance(obj, Mapping) and bool(obj) and all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()
     )
