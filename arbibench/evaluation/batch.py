@@ -105,8 +105,10 @@ def outcome_columns(
         if result is not None and result.query_counts is not None:
             # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
             # sample then stays robust at this eps, and its distance is kept for other eps)
-            found = torch.isfinite(result.min_distance)
-            pert[attacked[found]] = result.min_distance[found].to(pert)
+            min_distance = result.min_distance
+            assert min_distance is not None  # set with query_counts by every black-box run
+            found = torch.isfinite(min_distance)
+            pert[attacked[found]] = min_distance[found].to(pert)
             queries = [None] * len(y)
             for i, q in zip(attacked.tolist(), result.query_counts.tolist(), strict=True):
                 queries[i] = int(q)

@@ -10,7 +10,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from arbibench.attacks import Attack, get_threat_model
+from arbibench.attacks import Attack, AutoAttack, get_threat_model
 from arbibench.data.datasets import check_dataset, load_dataset
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
@@ -36,18 +36,18 @@ def benchmark(
     attacks: Sequence[str | Attack] = ("fgsm", "pgd"),
     *,
     model_name: str | None = None,
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     device: str | torch.device | None = None,
     batch_size: int = 200,
     seed: int = 0,
     subset_seed: int | None = None,
-    store: str | os.PathLike | ResultStore = "arbibench.db",
+    store: str | os.PathLike[str] | ResultStore = "arbibench.db",
     progress: bool = True,
     console: Console | None = None,
     checks: bool = True,
     to_disk: bool = False,
-    model_info: str | os.PathLike = "model_info",
-    model_dir: str | os.PathLike | None = None,
+    model_info: str | os.PathLike[str] = "model_info",
+    model_dir: str | os.PathLike[str] | None = None,
     eps_star: Sequence[str | Attack] = (),
     eps_star_max: float | None = None,
     eps_star_rounds: int = 6,
@@ -83,7 +83,7 @@ def benchmark(
     attack_objs = [attack_for_target(a, name) for a in attacks]
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     own_store = not isinstance(store, ResultStore)
-    db = ResultStore(Path(store)) if own_store else store
+    db = store if isinstance(store, ResultStore) else ResultStore(Path(store))
     try:
         clean, outcomes, seconds, flags = evaluate(
             model,
@@ -131,7 +131,7 @@ def benchmark(
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
             for a in attack_objs
-            if getattr(a, "skipped_components", None)
+            if isinstance(a, AutoAttack) and a.skipped_components
         ],
     )
     if to_disk:

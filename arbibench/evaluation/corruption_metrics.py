@@ -25,7 +25,8 @@ def cell_accuracy(correct: np.ndarray) -> Estimate:
 
 
 def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.divide(a, b, out=np.zeros_like(a, dtype=np.float64), where=b > 0)
+    ratio: np.ndarray = np.divide(a, b, out=np.zeros_like(a, dtype=np.float64), where=b > 0)
+    return ratio
 
 
 def mean_corruption_accuracy(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class TwinComparison:
     difference: Estimate  # BNN - FP, paired over images
     verdict: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "twin": self.twin,
@@ -70,7 +71,8 @@ def _mean_acc_norm(means: np.ndarray, n_columns: int) -> np.ndarray:
     """Mean over columns of ACC*/ACC from image means laid out as [..., columns + clean]."""
     clean = means[..., n_columns : n_columns + 1]
     ratio = np.divide(means[..., :n_columns], clean, out=np.zeros_like(means[..., :n_columns]), where=clean > 0)
-    return ratio.mean(-1)
+    mean: np.ndarray = ratio.mean(-1)
+    return mean
 
 
 def compare_to_twin(

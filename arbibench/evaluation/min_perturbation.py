@@ -123,7 +123,7 @@ def _dyadic_midpoint(lo: float, hi: float, eps_max: float, rounds: int) -> float
     ``lo`` is 0 or a grid point, and the search only asks while ``hi - lo`` exceeds one grid unit, so the result lies
     strictly inside ``(lo, hi)``: every round makes progress.
     """
-    unit = eps_max / 2**rounds
+    unit: float = eps_max / 2**rounds
     return round((lo + hi) / 2 / unit) * unit
 
 

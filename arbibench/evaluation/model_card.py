@@ -85,7 +85,7 @@ def identity_fields(name: str, dataset: str, meta: Mapping[str, Any]) -> dict[st
     }
 
 
-def card_path(model_info: str | os.PathLike, dataset: str, threat_model: str, name: str) -> Path:
+def card_path(model_info: str | os.PathLike[str], dataset: str, threat_model: str, name: str) -> Path:
     return Path(model_info) / dataset / threat_model / f"{name}.json"
 
 
@@ -219,7 +219,7 @@ def save_examples(
 
 
 def write_protocol_card(
-    result: Any, model_info: str | os.PathLike, model: nn.Module | None = None, *, data_dir: Any = None,
+    result: Any, model_info: str | os.PathLike[str], model: nn.Module | None = None, *, data_dir: Any = None,
     device: str | torch.device | None = None,
 ) -> Path:
     """Write the card (and, given the model, its example images) under ``model_info``; returns the card path."""

@@ -12,6 +12,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -36,7 +37,7 @@ def _check_name(name: str, folder: Path, overwrite: bool) -> None:
         raise ValueError(f"{folder} already holds {', '.join(existing)}; choose another --name or pass --overwrite")
 
 
-def _write_atomic(folder: Path, name: str, model: torch.nn.Module, card: dict) -> Path:
+def _write_atomic(folder: Path, name: str, model: torch.nn.Module, card: dict[str, Any]) -> Path:
     """Write ``<name>.safetensors`` and ``<name>.json`` via temporary files, weights first, card last."""
     folder.mkdir(parents=True, exist_ok=True)
     weights, card_path = folder / f"{name}.safetensors", folder / f"{name}.json"
@@ -56,16 +57,16 @@ def _write_atomic(folder: Path, name: str, model: torch.nn.Module, card: dict) -
 
 def import_checkpoint(
     source: str,
-    checkpoint: str | os.PathLike,
+    checkpoint: str | os.PathLike[str],
     arch: str,
     name: str,
-    model_dir: str | os.PathLike | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
     *,
     trust_pickle: bool = False,
     options: dict[str, float] | None = None,
     expect_acc: float | None = None,
     n_examples: int = 1000,
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Import a paper's checkpoint as ``name`` into ``model_dir``; returns the card's path.

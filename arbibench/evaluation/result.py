@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.table import Table
@@ -31,7 +32,7 @@ def _eps_text(value: float) -> str:
     return "not fooled" if value == float("inf") else f"{value * 255:.2f}/255"
 
 
-def query_summary(out: Outcomes) -> dict:
+def query_summary(out: Outcomes) -> dict[str, Any]:
     """Median queries at success over the samples a black-box attack fooled, and mean queries per attacked sample.
 
     Both are None for white-box attacks (no queries recorded).
@@ -60,7 +61,8 @@ class BenchmarkResult:
     seconds: dict[str, float]
     flags: dict[str, str] = field(default_factory=dict)
     seed: int = 0
-    attack_configs: dict[str, dict] = field(default_factory=dict)  # what each attack ran with (as hashed by the store)
+    # what each attack ran with (as hashed by the store)
+    attack_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. ensemble components that were not available
     min_perturbation: MinimalPerturbation | None = None  # eps* per image, when benchmark() was asked for it
 
@@ -73,7 +75,7 @@ class BenchmarkResult:
         """Worst case over the attacks, per sample (RobustBench's robust accuracy)."""
         return self.report.worst_case_acc
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         attacks = {}
         for m in self.report.to_dict()["attacks"]:
             out = self.outcomes[m["attack"]]
@@ -102,7 +104,7 @@ class BenchmarkResult:
             "eps_star": None if self.min_perturbation is None else self.min_perturbation.to_dict(),
         }
 
-    def save_json(self, path: str | os.PathLike) -> Path:
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_dict` atomically (a crash never leaves half a file)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -80,7 +81,7 @@ class EvaluationContext:
     discrepancies: int = 0  # fused-path answers the reference model contradicted (they cost queries only)
     notes: set[str] = field(default_factory=set)  # why a model's queries went to the reference model
 
-    def spec(self, attack: Attack | None) -> dict:
+    def spec(self, attack: Attack | None) -> dict[str, Any]:
         base = {
             "dataset": self.dataset,
             "indices_hash": hash_indices(self.indices),

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -125,7 +126,7 @@ class ResultStore:
     two evaluate the same batch, the second finds it committed and reads it back instead of inserting it twice.
     """
 
-    def __init__(self, path: str | os.PathLike = "arbibench.db") -> None:
+    def __init__(self, path: str | os.PathLike[str] = "arbibench.db") -> None:
         self.path = Path(path)
         if self.path.exists() and self.path.is_dir():
             raise IsADirectoryError(f"result store {self.path} is a directory; pass a file path such as results.db")
@@ -169,7 +170,7 @@ class ResultStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def register(self, model_hash: str, model_name: str, attack: str, spec: dict) -> str:
+    def register(self, model_hash: str, model_name: str, attack: str, spec: dict[str, Any]) -> str:
         """Create (or find) the evaluation for ``spec`` and return its key."""
         key = hash_json({"model_hash": model_hash, **spec})
         with _store_errors(self.path, "write"), self._write():
