@@ -23,8 +23,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+# ruff over code, tests and benchmarks; mypy strict on attacks, evaluation, nn and the card schema ([tool.mypy] in
+# pyproject.toml). Part of `make test`, so CI fails on a type error as on a failing test.
+lint: $(STAMP)
 	$(VENV)/bin/ruff check arbibench tests benchmarks
+	$(VENV)/bin/mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 # The main job: the ARBiBench protocol (quick variant) over every shipped CIFAR-10 model, model cards into
