@@ -79,13 +79,11 @@ def test_later_components_only_see_still_robust_samples(
     assert torch.equal(predict(model, x_adv) != y, fgsm_fooled)
 
 
-def test_deterministic_and_no_weaker_than_its_first_component(model: nn.Module, images: torch.Tensor) -> None:
+def test_no_weaker_than_its_first_component(model: nn.Module, images: torch.Tensor) -> None:
     y = predict(model, images)
     threat = Linf(1 / 255)
     ensemble = get_attack("autoattack", components=["pgd", "apgd_ce"])
     a = ensemble(model, images, y, threat, torch.Generator().manual_seed(3))
-    b = ensemble(model, images, y, threat, torch.Generator().manual_seed(3))
-    assert torch.equal(a, b)
     seed = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(3)))
     alone = get_attack("pgd")(model, images, y, threat, component_generator(seed, "pgd"))
     assert bool(((predict(model, alone) != y) <= (predict(model, a) != y)).all())

@@ -1,4 +1,4 @@
-"""NES on the shipped resnet20_fp and real CIFAR-10 test images: effect, budget, determinism, estimator.
+"""NES on the shipped resnet20_fp and real CIFAR-10 test images: effect, budget, estimator.
 
 Measured when written (seed 0, first 100 test images, 91 classified correctly): ACC* 51% at Linf 8/255 with 100
 queries per image and 10 samples per estimate. The threshold below adds a margin to that number.
@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from arbibench.attacks import ATTACKS, L2, NES, Linf, get_attack
+from arbibench.attacks import ATTACKS, NES, Linf, get_attack
 from arbibench.data.cifar10 import load_cifar10
 
 EPS = 8 / 255
@@ -75,16 +75,7 @@ def test_estimate_follows_the_gradient(sampling: str) -> None:
     assert bool(agree[grad.abs() > 1.0].all())  # estimation noise may only flip the small coordinates
 
 
-def test_nes_l2_deterministic_and_validated(data, trained_fp: nn.Module) -> None:  # type: ignore[no-untyped-def]
-    x, y, correct = data
-    xs, ys = x[correct][:6], y[correct][:6]
-    threat = L2(0.5)
-    attack = NES(max_queries=30, samples=4)
-    a = attack(trained_fp, xs, ys, threat, torch.Generator().manual_seed(3))
-    counts = attack.query_counts.clone()
-    threat.verify(a, xs)
-    b = attack(trained_fp, xs, ys, threat, torch.Generator().manual_seed(3))
-    assert torch.equal(a, b) and torch.equal(counts, attack.query_counts)
+def test_nes_config_is_validated() -> None:
     assert ATTACKS["nes"] is NES and NES().config.samples == 50 and NES().config.sigma == 0.001
     for bad in ({"samples": 3}, {"sigma": 0.0}, {"momentum": 1.0}, {"loss": "l1"}, {"sampling": "uniform"}):
         with pytest.raises(ValueError):

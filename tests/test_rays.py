@@ -8,12 +8,9 @@ import math
 
 import pytest
 import torch
-from conftest import Counting, OneHot
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from torch import nn
+from conftest import OneHot
 
-from arbibench.attacks import L2, Linf, RayS, get_attack
+from arbibench.attacks import Linf, RayS, get_attack
 from arbibench.attacks.query import QueryAccessError, QueryModel
 from arbibench.data import load_cifar10
 
@@ -98,40 +95,6 @@ def test_rays_uses_labels_only(trained_fp, data):
         results.append((x_adv, attack.min_distance, attack.query_counts))
     for a, b in zip(results[0], results[1], strict=True):
         assert torch.equal(a, b)
-
-
-def test_rays_early_exit(trained_fp, data):
-    x, y, correct = data
-    x0, y0 = x[correct][:4], y[correct][:4].clone()
-    y0[:2] = (y0[:2] + 1) % 10  # a wrong label: the clean image is already "adversarial"
-    oracle = QueryModel(trained_fp, x0, y0, Linf(8 / 255), access="labels", max_queries=100)
-    attack = get_attack("rays", max_queries=100)
-    attack.attack(oracle, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
-    assert bool((oracle.queries[:2] <= 10).all())
-    assert bool((oracle.success_queries[:2] == oracle.queries[:2]).all())
-    assert bool((oracle.queries[2:] > 20).all())
-
-
-def test_rays_is_linf_only(trained_fp, data):
-    x, y, correct = data
-    with pytest.raises(ValueError, match="Linf"):
-        get_attack("rays")(trained_fp, x[:1], y[:1], L2(0.5), torch.Generator().manual_seed(0))
-
-
-@settings(max_examples=12, deadline=None)
-@given(budget=st.integers(1, 60), n=st.integers(1, 3), seed=st.integers(0, 2**16))
-def test_rays_never_exceeds_budget(images, budget, n, seed):
-    torch.manual_seed(0)
-    model = Counting(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))).eval()
-    x = images[:n]
-    with torch.no_grad():
-        y = model.inner(x).argmax(1)
-    attack = get_attack("rays", max_queries=budget)
-    threat = Linf(2 / 255)
-    x_adv = attack(model, x, y, threat, torch.Generator().manual_seed(seed))
-    threat.verify(x_adv, x)
-    assert model.images <= n * budget
-    assert bool((attack.query_counts <= budget).all()) and bool((attack.query_counts >= 1).all())
 
 
 def test_rays_config_is_validated():

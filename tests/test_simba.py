@@ -1,4 +1,4 @@
-"""SimBA-DCT on the shipped resnet20_fp and real CIFAR-10 test images: effect, threat model, budget, determinism.
+"""SimBA-DCT on the shipped resnet20_fp and real CIFAR-10 test images: effect, budget, early exit.
 
 Measured when written (seed 0, first 100 test images, 91 classified correctly): ACC* 59% at Linf 8/255 with 100
 queries per image (52% with 200, 41% with 500). The threshold below adds a margin to the 100-query number.
@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from arbibench.attacks import ATTACKS, L2, Linf, SimBA, get_attack
+from arbibench.attacks import ATTACKS, Linf, SimBA, get_attack
 from arbibench.attacks.simba import dct_matrix, low_frequency_order
 from arbibench.data.cifar10 import load_cifar10
 
@@ -59,20 +59,6 @@ def test_simba_linf_lowers_accuracy_within_budget(data, trained_fp: nn.Module) -
     assert bool((attack.query_counts[~fooled] == QUERIES).all())  # robust samples spent the whole budget
     # Early exit: a fooled sample is never queried again, so the model saw exactly the counted queries.
     assert net.rows == int(attack.query_counts.sum())
-
-
-def test_simba_l2_stays_in_the_ball_and_is_deterministic(data, trained_fp: nn.Module) -> None:  # type: ignore[no-untyped-def]
-    x, y, correct = data
-    xs, ys = x[correct][:10], y[correct][:10]
-    threat = L2(0.5)
-    attack = SimBA(max_queries=40)
-    a = attack(trained_fp, xs, ys, threat, torch.Generator().manual_seed(1))
-    counts = attack.query_counts.clone()
-    threat.verify(a, xs)
-    b = attack(trained_fp, xs, ys, threat, torch.Generator().manual_seed(1))
-    assert torch.equal(a, b) and torch.equal(counts, attack.query_counts)
-    c = SimBA(max_queries=40)(trained_fp, xs, ys, Linf(EPS), torch.Generator().manual_seed(2))
-    assert not torch.equal(c, a)
 
 
 def test_dct_basis_and_low_frequency_order() -> None:
