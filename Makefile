@@ -8,7 +8,7 @@ ARBIBENCH_DATA ?= $(if $(wildcard ../shared/data/cifar10),$(abspath ../shared/da
 export ARBIBENCH_DATA
 DEMO_STORE ?= runs/demo.db
 
-.PHONY: install test lint demo zoo site clean
+.PHONY: install test lint demo protocol zoo site clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,11 +32,23 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pytest -q
 
-# The main job: the ARBiBench protocol (quick variant) over every shipped CIFAR-10 model, model cards into
-# model_info/, and the leaderboard site into site/. A second run reads finished batches back from the store.
+# The main job, first look: a BNN against its FP twin under three white-box and three black-box attacks on real
+# CIFAR-10 test images (the protocol's demo variant, a few minutes on a laptop CPU), with the paired verdict; its
+# cards go to runs/demo/model_info. Then the leaderboard site into site/ from the shipped cards (model_info/).
+# A second run reads finished batches back from the store.
+DEMO_MODELS ?= resnet20_fp,resnet20_reactnet
 demo: $(STAMP)
 	mkdir -p runs
-	$(VENV)/bin/arbibench protocol run cifar10 --quick --models all --store $(DEMO_STORE) --model-info model_info
+	$(VENV)/bin/arbibench protocol run cifar10 --demo --models $(DEMO_MODELS) --store $(DEMO_STORE) \
+		--model-info runs/demo/model_info
+	$(VENV)/bin/arbibench leaderboard build --model-info model_info --out site --format png,svg
+
+# The quick protocol over every shipped CIFAR-10 model (about 5 minutes a model on an idle 2-core machine): the
+# shipped model cards in model_info/ and the README tables come from this run.
+PROTOCOL_STORE ?= runs/protocol.db
+protocol: $(STAMP)
+	mkdir -p runs
+	$(VENV)/bin/arbibench protocol run cifar10 --quick --models all --store $(PROTOCOL_STORE) --model-info model_info
 	$(VENV)/bin/arbibench leaderboard build --model-info model_info --out site --format png,svg
 
 # Trains the ResNet-20 CIFAR-10 zoo on this machine's CPU, one model after the other with 2 threads: first the

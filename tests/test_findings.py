@@ -146,7 +146,7 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
     from arbibench.evaluation.store import ResultStore
 
     _, db_path = twin_run
-    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick: tiny_protocol)
+    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick, demo=False: tiny_protocol)
     with ResultStore(db_path) as db:
         before = db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
     out = tmp_path / "findings.json"

@@ -42,6 +42,21 @@ def test_quick_variant_is_smaller_and_says_so():
     assert all(budget[n] is None or budget[n] < full_budget[n] for n in budget if full_budget[n] is not None)
 
 
+def test_demo_variant_is_a_first_look_with_both_families():
+    d = get_protocol("cifar10", demo=True)
+    q = get_protocol("cifar10", quick=True)
+    assert d.demo and d.quick and d.label == "cifar10 (demo)" and "not the ARBiBench protocol" in d.notes[0]
+    assert d.n_white_box < q.n_white_box and d.n_black_box < q.n_black_box and d.eps == q.eps
+    assert [a.name for a in d.white_box] == ["fgsm", "pgd", "apgd_ce"]
+    assert [a.name for a in d.black_box] == ["transfer", "square", "rays"]
+    assert all(a.kwargs.get("max_queries", 0) <= 500 for a in d.black_box)
+    assert "hsja" in [a.name for a in get_protocol("cifar10-l2", demo=True).black_box]  # RayS is Linf only
+    with pytest.raises(ValueError, match="--quick or --demo"):
+        get_protocol("cifar10", quick=True, demo=True)
+    with pytest.raises(ValueError, match="demo variant"):
+        get_protocol("cifar10-c", demo=True)
+
+
 def test_unknown_protocol_names_the_known_ones():
     with pytest.raises(ValueError, match="cifar10, cifar10-l2, imagenet, imagenet-l2"):
         get_protocol("mnist")

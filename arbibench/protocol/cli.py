@@ -52,10 +52,12 @@ def fail(e: Exception) -> NoReturn:
 protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
 
 
-def _protocol(name: str, quick: bool):  # noqa: ANN202 - typer helper
+DEMO_HELP = "The few-minute first look (a BNN against its twin on a few hundred images; not the protocol)."
 
+
+def _protocol(name: str, quick: bool, demo: bool = False):  # noqa: ANN202 - typer helper
     try:
-        return presets.get_protocol(name, quick)  # looked up on the module, so a test can shrink the presets
+        return presets.get_protocol(name, quick, demo)  # looked up on the module, so a test can shrink the presets
     except USER_ERRORS as e:
         fail(e)
 
@@ -64,11 +66,12 @@ def _protocol(name: str, quick: bool):  # noqa: ANN202 - typer helper
 def protocol_show(
     name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
     quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    demo: bool = typer.Option(False, "--demo", help=DEMO_HELP),
 ) -> None:
     """Print every number of a protocol preset: subsets, eps, seeds and each attack with all its parameters."""
 
 
-    protocol = _protocol(name, quick)
+    protocol = _protocol(name, quick, demo)
     table = Table(title=f"protocol {protocol.label}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
@@ -85,6 +88,7 @@ def protocol_run(
     name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet, imagenet-l2 or cifar10-c."),
     models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
     quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    demo: bool = typer.Option(False, "--demo", help=DEMO_HELP),
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store; a rerun resumes from it."),
     model_info: Path = typer.Option(Path("model_info"), help="Where the model cards are written."),
     model_dir: Path | None = typer.Option(
@@ -100,7 +104,7 @@ def protocol_run(
     each BNN against its full-precision twin (paired 95% intervals and a verdict).
     """
 
-    protocol = _protocol(name, quick)
+    protocol = _protocol(name, quick, demo)
     names = _protocol_models(models, protocol.dataset, model_dir)
     console.print(f"protocol {protocol.label} on {len(names)} models: {', '.join(names)}")
     for note in protocol.notes:
@@ -149,6 +153,7 @@ def protocol_report(
     name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
     models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
     quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    demo: bool = typer.Option(False, "--demo", help=DEMO_HELP),
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
     model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the findings as JSON to this file."),
@@ -163,7 +168,7 @@ def protocol_report(
     follows the interval: above zero "more robust", below "less robust", otherwise "not distinguishable".
     """
 
-    protocol = _protocol(name, quick)
+    protocol = _protocol(name, quick, demo)
     if protocol.threat_model == "corruptions":
         fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
     names = _protocol_models(models, protocol.dataset, model_dir)

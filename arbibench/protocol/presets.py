@@ -68,6 +68,7 @@ class Protocol:
     eps_star_rounds: int = 6
     eps_star_factor: float = 2.0
     quick: bool = False
+    demo: bool = False  # the few-minute first look of ``make demo`` (also ``quick``: a laptop variant)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -81,6 +82,8 @@ class Protocol:
     @property
     def label(self) -> str:
         """The preset's name as printed on every output (``cifar10 (quick)`` for the laptop variant)."""
+        if self.demo:
+            return f"{self.name} (demo)"
         return f"{self.name} (quick)" if self.quick else self.name
 
     def subset_text(self, family: str) -> str:
@@ -187,9 +190,47 @@ CORRUPTION_PROTOCOLS: dict[str, CorruptionProtocol] = _corruption_presets()
 QUICK_CORRUPTIONS = 500  # images per cell in the laptop variant
 
 
-def get_protocol(name: str, quick: bool = False) -> Protocol | CorruptionProtocol:
+# The first look of ``make demo``: a BNN against its FP twin in a few minutes on a laptop CPU. One representative
+# attack of each kind: single-step, iterative and AutoAttack's APGD (white-box); transfer from the FP twin,
+# score-based Square and decision-based RayS (HopSkipJump for L2) (black-box).
+DEMO = {"n_white_box": 200, "n_black_box": 50, "n_sweep": 100}
+DEMO_WHITE_BOX = ("fgsm", "pgd", "apgd_ce")
+DEMO_QUERIES = 500
+
+
+def _demo(p: Protocol) -> Protocol:
+    decision = "rays" if p.threat_model == "Linf" else "hsja"  # RayS is an Linf attack
+    black = tuple(a for a in _black_box(p.threat_model, dict.fromkeys(FULL_QUERIES, DEMO_QUERIES))
+                  if a.name in ("transfer", "square", decision))
+    return replace(
+        p,
+        attacks=tuple(_spec(n, WHITE_BOX) for n in DEMO_WHITE_BOX) + black,
+        n_white_box=DEMO["n_white_box"] if p.n_white_box is None else min(DEMO["n_white_box"], p.n_white_box),
+        n_black_box=DEMO["n_black_box"],
+        n_sweep=DEMO["n_sweep"],
+        sweep_attack="pgd",
+        sweep_eps=p.sweep_eps[:4] if p.threat_model == "Linf" else p.sweep_eps,
+        eps_star_attacks=("pgd",),
+        eps_star_rounds=4,
+        quick=True,
+        demo=True,
+        notes=(
+            f"demo variant: {DEMO['n_white_box']} white-box and {DEMO['n_black_box']} black-box images, "
+            f"{len(DEMO_WHITE_BOX)} white-box attacks, black-box budgets {DEMO_QUERIES} queries; a first look, not "
+            "the ARBiBench protocol",
+        ),
+    )
+
+
+def get_protocol(name: str, quick: bool = False, demo: bool = False) -> Protocol | CorruptionProtocol:
     """The preset ``name`` (``cifar10``, ``cifar10-l2``, ``imagenet``, ``imagenet-l2``, ``cifar10-c``), or its
-    quick variant."""
+    quick variant, or its few-minute demo variant."""
+    if quick and demo:
+        raise ValueError("choose one variant: --quick or --demo")
+    if demo:
+        if name not in PROTOCOLS:
+            raise ValueError(f"the demo variant exists for the attack presets {', '.join(PROTOCOLS)}; not {name!r}")
+        return _demo(PROTOCOLS[name])
     if name in CORRUPTION_PROTOCOLS:
         c = CORRUPTION_PROTOCOLS[name]
         if not quick:
