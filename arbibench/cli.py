@@ -16,13 +16,14 @@ from arbibench.attacks.cli import SPEC_HELP, attacks_app
 from arbibench.data.cifar10c import CORRUPTIONS, download_cifar10c
 from arbibench.data.corruptions.generate import generate_cifar10c
 from arbibench.data.corruptions.grid import corruption_grid
+from arbibench.evaluation.backends import ADDRESS_HELP, BACKEND_HELP, WORKER_THREADS_HELP, WORKERS_HELP
 from arbibench.evaluation.benchmark import benchmark
 from arbibench.evaluation.model_import import import_checkpoint
 from arbibench.faults import fault_point
 from arbibench.leaderboard.cli import leaderboard_app
 from arbibench.models.importers import PickleRefusedError
 from arbibench.models.zoo import export_checkpoint, zoo_rows
-from arbibench.protocol.cli import USER_ERRORS, console, fail, protocol_app, sweep
+from arbibench.protocol.cli import USER_ERRORS, console, fail, open_backend, protocol_app, sweep
 from arbibench.train import AT_SUFFIX, default_recipe
 from arbibench.train import train as run_training
 
@@ -135,6 +136,10 @@ def eval_(
     ),
     eps_star_max: str | None = typer.Option(None, help="Largest eps the eps* search tries; default 2 x --eps."),
     eps_star_rounds: int = typer.Option(6, help="Bisection rounds of the eps* search (resolution eps_max / 2^rounds)."),
+    backend: str = typer.Option("local", help=BACKEND_HELP),
+    address: str | None = typer.Option(None, help=ADDRESS_HELP),
+    workers: int | None = typer.Option(None, help=WORKERS_HELP),
+    worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
 ) -> None:
     """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.
 
@@ -145,6 +150,7 @@ def eval_(
         attack_objs = attacks_from_spec(attacks)
     except ValueError as e:
         fail(ValueError(f"--attacks {attacks!r}: {e}"))
+    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
     try:
         result = benchmark(
             model,
@@ -167,9 +173,13 @@ def eval_(
             eps_star=[a.strip() for a in eps_star.split(",") if a.strip()],
             eps_star_max=None if eps_star_max is None else parse_eps(eps_star_max),
             eps_star_rounds=eps_star_rounds,
+            backend=runner_backend,
         )
     except USER_ERRORS as e:
         fail(e)
+    finally:
+        if runner_backend is not None:
+            runner_backend.close()
     console.print(result.table())
     for note in result.notes:
         console.print(f"note: {note}")

@@ -12,6 +12,7 @@ from torch import nn
 
 from arbibench.attacks import Attack, AutoAttack, get_threat_model
 from arbibench.data.datasets import check_dataset, load_dataset
+from arbibench.evaluation.backends import Backend, get_backend
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.min_perturbation import minimal_perturbation
@@ -51,6 +52,7 @@ def benchmark(
     eps_star: Sequence[str | Attack] = (),
     eps_star_max: float | None = None,
     eps_star_rounds: int = 6,
+    backend: str | Backend | None = None,
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
 
@@ -65,6 +67,8 @@ def benchmark(
     ``eps_star`` names the attacks whose smallest adversarial perturbation per image (eps*, searched up to
     ``eps_star_max``, default 2 * eps) goes into ``result.min_perturbation``: median eps* with its interval and the
     robust-accuracy-vs-eps curve, which still separate models that all reach 0% at ``eps``.
+    ``backend`` computes the store batches elsewhere (``"ray"``, or a backend from :func:`get_backend` with its
+    cluster address): the same numbers and store rows as ``None``/``"local"``, this process computing them.
     """
     check_dataset(dataset)
     threat = get_threat_model(threat_model, eps)
@@ -82,6 +86,8 @@ def benchmark(
     name = model_name or type(model).__name__
     attack_objs = [attack_for_target(a, name) for a in attacks]
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
+    own_backend = isinstance(backend, str)
+    runner_backend = get_backend(backend, model_dir=model_dir) if isinstance(backend, str) else backend
     own_store = not isinstance(store, ResultStore)
     db = store if isinstance(store, ResultStore) else ResultStore(Path(store))
     try:
@@ -100,6 +106,7 @@ def benchmark(
             store=db,
             progress=progress,
             console=console,
+            backend=runner_backend,
         )
         min_perturbation = None
         if eps_star:
@@ -107,11 +114,13 @@ def benchmark(
                 model, x, y, indices, attacks=eps_star, threat_model=threat.norm,
                 eps_max=2 * threat.eps if eps_star_max is None else eps_star_max, search_rounds=eps_star_rounds,
                 store=db, dataset=dataset, model_name=name, seed=seed, batch_size=batch_size, device=device,
-                progress=progress, console=console,
+                progress=progress, console=console, backend=runner_backend,
             )
     finally:
         if own_store:
             db.close()
+        if own_backend and runner_backend is not None:
+            runner_backend.close()
     report = compute_report(clean.clean_correct, {name: o.adv_correct for name, o in outcomes.items()})
     result = BenchmarkResult(
         model_name=name,

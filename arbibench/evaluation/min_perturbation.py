@@ -32,6 +32,7 @@ from rich.console import Console
 from torch import nn
 
 from arbibench.attacks import Attack, get_threat_model
+from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
 from arbibench.evaluation.surrogates import attack_for_target
@@ -145,6 +146,7 @@ def minimal_perturbation(
     device: str | torch.device | None = None,
     progress: bool = False,
     console: Console | None = None,
+    backend: Backend | None = None,
 ) -> MinimalPerturbation:
     """eps* of every image under ``attacks`` (see the module docstring for how each attack contributes).
 
@@ -166,7 +168,7 @@ def minimal_perturbation(
         clean, outcomes, _, _ = evaluate(
             model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps),
             dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
-            progress=progress, console=console, checks=False,
+            progress=progress, console=console, checks=False, backend=backend,
         )
         out = outcomes[attack.name]
         return clean.clean_correct, out.adv_correct, out.perturbation

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from rich.console import Console
@@ -36,6 +36,9 @@ from arbibench.evaluation.inputs import check_images, check_labels, check_model,
 from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
 from arbibench.evaluation.surrogates import attack_for_target
 from arbibench.nn.fused import inference_model
+
+if TYPE_CHECKING:
+    from arbibench.evaluation.backends import Backend
 
 CLEAN = "clean"
 
@@ -230,13 +233,21 @@ def _run_pooled(
         progress.advance(task, len(batch.y))
 
 
-def evaluate(
+@dataclass(frozen=True)
+class EvalPlan:
+    """One evaluation as a backend receives it: its context (model, samples, threat, seed, store) and attacks."""
+
+    ctx: EvaluationContext
+    attacks: tuple[Attack, ...]
+
+
+def prepare_evaluation(
     model: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
     indices: torch.Tensor | None = None,
     *,
-    attacks: Sequence[str | Attack] = ("fgsm", "pgd"),
+    attacks: Sequence[str | Attack],
     threat: ThreatModel,
     dataset: str = "custom",
     model_name: str = "model",
@@ -244,21 +255,10 @@ def evaluate(
     batch_size: int = 200,
     device: str | torch.device | None = None,
     store: ResultStore,
-    progress: bool = True,
-    console: Console | None = None,
-    checks: bool = True,
     pool: bool = True,
-) -> tuple[Outcomes, dict[str, Outcomes], dict[str, float], dict[str, str]]:
-    """Clean pass then each attack, resumable through ``store``; then the gradient-masking checks.
-
-    Returns the clean outcomes, per-attack outcomes, per-attack compute seconds, and flags (name -> meaning).
-
-    ``pool`` runs the black-box attacks' store batches side by side so that each forward batch stays full. What
-    holds either way: the same seed gives the same stored numbers (outcomes, perturbations, query counts), pooled or
-    not, resumed or not, because each batch draws from its own generator seeded by (seed, batch index) and a
-    model's answer for an image does not depend on the other images it is batched with (``tests/test_pooled.py``).
-    Pooled batches overlap in time, so their stored seconds are wall time per batch, not additive.
-    """
+) -> tuple[EvalPlan, dict[str, str]]:
+    """Check the inputs and the model and build the evaluation's plan (the store keys follow from it); returns the
+    plan and the model checks' flags. :func:`evaluate` runs it; a backend can compute its batches first."""
     check_images(x, y)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -293,7 +293,52 @@ def evaluate(
         store,
         pool,
     )
+    return EvalPlan(ctx, tuple(attack_objs)), flags
+
+
+def evaluate(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    *,
+    attacks: Sequence[str | Attack] = ("fgsm", "pgd"),
+    threat: ThreatModel,
+    dataset: str = "custom",
+    model_name: str = "model",
+    seed: int = 0,
+    batch_size: int = 200,
+    device: str | torch.device | None = None,
+    store: ResultStore,
+    progress: bool = True,
+    console: Console | None = None,
+    checks: bool = True,
+    pool: bool = True,
+    backend: Backend | None = None,
+) -> tuple[Outcomes, dict[str, Outcomes], dict[str, float], dict[str, str]]:
+    """Clean pass then each attack, resumable through ``store``; then the gradient-masking checks.
+
+    Returns the clean outcomes, per-attack outcomes, per-attack compute seconds, and flags (name -> meaning).
+
+    ``pool`` runs the black-box attacks' store batches side by side so that each forward batch stays full. What
+    holds either way: the same seed gives the same stored numbers (outcomes, perturbations, query counts), pooled or
+    not, resumed or not, because each batch draws from its own generator seeded by (seed, batch index) and a
+    model's answer for an image does not depend on the other images it is batched with (``tests/test_pooled.py``).
+    Pooled batches overlap in time, so their stored seconds are wall time per batch, not additive.
+
+    ``backend`` (e.g. :class:`~arbibench.evaluation.ray_backend.RayBackend`) computes the missing batches elsewhere
+    with :func:`~arbibench.evaluation.batch.compute_batch`, and this process commits them: the same rows as a local
+    run. ``None`` computes them here. The gradient-masking checks always run here.
+    """
+    plan, flags = prepare_evaluation(
+        model, x, y, indices, attacks=attacks, threat=threat, dataset=dataset, model_name=model_name, seed=seed,
+        batch_size=batch_size, device=device, store=store, pool=pool,
+    )
+    ctx, attack_objs = plan.ctx, list(plan.attacks)
+    model, device = ctx.model, ctx.device
     with make_progress(console, progress) as bar:
+        if backend is not None:
+            backend.run([plan], bar)
         clean_key, clean = run_attack(ctx, None, bar)
         per_attack: dict[str, Outcomes] = {}
         seconds: dict[str, float] = {}

@@ -11,12 +11,21 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from arbibench.attacks import parse_eps
 from arbibench.cards import parse_card, read_card_json
 from arbibench.data.datasets import load_dataset
 from arbibench.data.download import DownloadError
+from arbibench.evaluation.backends import (
+    ADDRESS_HELP,
+    BACKEND_HELP,
+    WORKER_THREADS_HELP,
+    WORKERS_HELP,
+    Backend,
+    get_backend,
+)
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.model_card import (
     card_path,
@@ -45,8 +54,19 @@ console = Console()
 
 def fail(e: Exception) -> NoReturn:
     """Print a user error (no traceback) and exit with status 2."""
-    console.print(f"[bold red]error:[/] {e}")
+    console.print(f"[bold red]error:[/] {escape(str(e))}")  # escaped: a message may hold brackets ('arbibench[ray]')
     raise typer.Exit(2)
+
+
+def open_backend(
+    backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
+) -> Backend | None:
+    """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
+    try:
+        return get_backend(backend, address=address, workers=workers, worker_threads=worker_threads,
+                           model_dir=model_dir)
+    except USER_ERRORS as e:
+        fail(e)
 
 
 protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
@@ -97,6 +117,10 @@ def protocol_run(
     sweep: bool = typer.Option(True, help="Also run the preset's eps sweep (robust accuracy vs eps curves)."),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    backend: str = typer.Option("local", help=BACKEND_HELP),
+    address: str | None = typer.Option(None, help=ADDRESS_HELP),
+    workers: int | None = typer.Option(None, help=WORKERS_HELP),
+    worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
 ) -> None:
     """Run a protocol over zoo models: every (model, attack) pair through the store, cards into --model-info.
 
@@ -122,14 +146,18 @@ def protocol_run(
         path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
         console.print(f"wrote {path}")
 
+    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
     try:
         with ResultStore(store) as db:
             results = run_protocol(
                 protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device, console=console,
-                sweep=sweep, on_model_done=done,
+                sweep=sweep, on_model_done=done, backend=runner_backend,
             )
     except USER_ERRORS as e:
         fail(e)
+    finally:
+        if runner_backend is not None:
+            runner_backend.close()
     console.print(summary_table(results, protocol))
     findings = protocol_findings(results)
     if findings:
@@ -220,10 +248,15 @@ def sweep(
     model_info: Path | None = typer.Option(None, help="Add the curve to this model's card under this folder."),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    backend: str = typer.Option("local", help=BACKEND_HELP),
+    address: str | None = typer.Option(None, help=ADDRESS_HELP),
+    workers: int | None = typer.Option(None, help=WORKERS_HELP),
+    worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
 ) -> None:
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
 
 
+    runner_backend = open_backend(backend, address, workers, worker_threads)
     try:
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
         if not values:
@@ -233,9 +266,12 @@ def sweep(
         x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
         with ResultStore(store) as db:
             rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
-                             device=device, console=console)
+                             device=device, console=console, backend=runner_backend)
     except USER_ERRORS as e:
         fail(e)
+    finally:
+        if runner_backend is not None:
+            runner_backend.close()
     table = Table(title=f"{model}: {attack} robust accuracy vs {threat_model} eps ({n_examples} images)")
     for col in ("eps", "ACC*", "ACC_norm"):
         table.add_column(col, justify="right")

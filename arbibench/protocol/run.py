@@ -22,13 +22,14 @@ from torch import nn
 from arbibench.attacks import get_attack, get_threat_model, parse_eps
 from arbibench.data.datasets import load_dataset
 from arbibench.data.subsets import select_indices
+from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.checks import gradient_free_beats_gradient
 from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, twin_findings
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean
 from arbibench.evaluation.min_perturbation import minimal_perturbation
 from arbibench.evaluation.result import format_eps, query_summary
-from arbibench.evaluation.runner import evaluate
+from arbibench.evaluation.runner import EvalPlan, evaluate, make_progress, prepare_evaluation
 from arbibench.evaluation.store import ResultStore, hash_indices
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
@@ -95,8 +96,10 @@ def run_model(
     progress: bool = True,
     sweep: bool = True,
     data_dir: str | os.PathLike | None = None,
+    backend: Backend | None = None,
 ) -> ModelEvaluation:
-    """Evaluate one model under every attack of ``protocol`` (resumable through ``store``)."""
+    """Evaluate one model under every attack of ``protocol`` (resumable through ``store``; ``backend`` computes
+    the store batches elsewhere, e.g. on a Ray cluster, with the same rows)."""
     t0 = time.perf_counter()
     threat = get_threat_model(protocol.threat_model, protocol.eps)
     outcomes: dict[str, dict] = {}
@@ -126,6 +129,7 @@ def run_model(
             progress=progress,
             console=console,
             checks=family == WHITE_BOX,  # the model checks once; the cross-family check is below
+            backend=backend,
         )
         flags.update(fam_flags)
         outcomes[family] = {"clean": clean, **outs}
@@ -165,12 +169,13 @@ def run_model(
             model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
             eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds, store=store,
             dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
-            device=device, progress=progress, console=console,
+            device=device, progress=progress, console=console, backend=backend,
         ).to_dict()
     sweep_rows: list[dict] = []
     if sweep and protocol.sweep_eps:
         sweep_rows, per_image[f"sweep {protocol.sweep_attack}"] = run_sweep(
-            model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir
+            model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir,
+            backend=backend,
         )
     return ModelEvaluation(
         model_name=model_name,
@@ -220,6 +225,7 @@ def run_sweep(
     console: Console | None = None,
     progress: bool = True,
     data_dir: str | os.PathLike | None = None,
+    backend: Backend | None = None,
 ) -> tuple[list[dict], PairedOutcomes]:
     """Robust accuracy of ``protocol.sweep_attack`` at each eps of the sweep, on the first ``n_sweep`` images: the
     rows of :func:`sweep_eps` and the per-image outcomes (one column per eps)."""
@@ -227,7 +233,7 @@ def run_sweep(
     return sweep_outcomes(
         model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
         [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
-        batch_size=protocol.batch_size, device=device, console=console, progress=progress,
+        batch_size=protocol.batch_size, device=device, console=console, progress=progress, backend=backend,
     )
 
 
@@ -253,6 +259,7 @@ def sweep_outcomes(
     device: str | torch.device | None = None,
     console: Console | None = None,
     progress: bool = True,
+    backend: Backend | None = None,
 ) -> tuple[list[dict], PairedOutcomes]:
     """One row per eps (ACC* and ACC_norm of ``attack``, each eps its own stored evaluation) and the per-image
     outcomes, one column per eps (named by its text, e.g. "8/255")."""
@@ -262,7 +269,7 @@ def sweep_outcomes(
         clean, outs, _, _ = evaluate(
             model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps), dataset=dataset,
             model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
-            progress=progress, console=console, checks=False,
+            progress=progress, console=console, checks=False, backend=backend,
         )
         report = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
         m = report.attacks[0]
@@ -294,25 +301,70 @@ def run_protocol(
     progress: bool = True,
     sweep: bool = True,
     on_model_done: Callable[[ModelEvaluation, nn.Module], None] | None = None,
+    backend: Backend | None = None,
 ) -> list[ModelEvaluation]:
-    """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands."""
+    """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands.
+
+    With a ``backend`` (a Ray cluster), the store batches of every model, family and sweep eps are computed there
+    first, all together and longest first; the per-model pass then reads them back (and runs the model checks and
+    the eps* search, whose rounds depend on each other, through the backend too)."""
     device = resolve_device(device)
     if not models:
         raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
     for name in models:  # fail on a bad name before hours of work, not after
         get_entry(name, protocol.dataset, model_dir)
     subsets = protocol_subsets(protocol, data_dir)
+    if backend is not None:
+        plans = []
+        for name in models:
+            model = load_model(name, model_dir, protocol.dataset, device=device)
+            plans += protocol_plans(model, name, protocol, store, subsets, device=device, sweep=sweep,
+                                    data_dir=data_dir)
+        with make_progress(console, progress) as bar:
+            backend.run(plans, bar)
     results = []
     for name in models:
         model = load_model(name, model_dir, protocol.dataset, device=device)
         result = run_model(
             model, name, protocol, store, subsets, device=device, console=console, progress=progress, sweep=sweep,
-            data_dir=data_dir,
+            data_dir=data_dir, backend=backend,
         )
         results.append(result)
         if on_model_done is not None:
             on_model_done(result, model)
     return results
+
+
+def protocol_plans(
+    model: nn.Module,
+    model_name: str,
+    protocol: Protocol,
+    store: ResultStore,
+    subsets: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    *,
+    device: str | torch.device | None = None,
+    sweep: bool = True,
+    data_dir: str | os.PathLike | None = None,
+) -> list[EvalPlan]:
+    """The evaluations :func:`run_model` runs for one model (each family, each sweep eps; not the eps* rounds,
+    which depend on each other), as plans for a backend: the same specs, so the same store keys."""
+    threat = get_threat_model(protocol.threat_model, protocol.eps)
+    common = {"dataset": protocol.dataset, "model_name": model_name, "seed": protocol.seed,
+              "batch_size": protocol.batch_size, "device": device, "store": store}
+    plans = []
+    for family in FAMILIES:
+        specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
+        if specs:
+            x, y, idx = subsets[family]
+            plans.append(prepare_evaluation(model, x, y, idx, attacks=[get_attack(s.name, **s.kwargs) for s in specs],
+                                            threat=threat, **common)[0])
+    if sweep and protocol.sweep_eps:
+        x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
+        for eps in protocol.sweep_eps:
+            plans.append(prepare_evaluation(
+                model, x, y, idx, attacks=[protocol.sweep_attack],
+                threat=get_threat_model(protocol.threat_model, parse_eps(eps)), **common)[0])
+    return plans
 
 
 def fp_twin_comparison(results: Sequence[ModelEvaluation]) -> list[dict]:

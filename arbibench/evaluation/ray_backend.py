@@ -1,0 +1,317 @@
+"""The Ray backend: store batches computed by Ray actors, committed by the driver, row for row a local run's.
+
+Each worker is an actor holding ``worker_threads`` CPUs (default: the driver's torch thread count, so that it
+computes with the driver's thread count). It caches models by (zoo name, checkpoint sha256) and refuses to compute
+with a checkpoint whose sha256 is not the one the driver loaded, or whose weights hash to another store key; it
+checks that each batch's images arrive with the driver's dtype, shape and strides. The driver keeps at most
+``IN_FLIGHT_PER_WORKER`` batches per worker queued, the most expensive first (query attacks, then by budget), and
+commits each finished batch in its own transaction. A batch whose worker died (killed, out of memory, node lost) goes
+back to the queue and runs on a live worker (Ray restarts the dead actor); an error raised by an attack stops the
+run, as in the local runner (the caller's ``close()`` stops the workers), and a rerun resumes from the store.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+import torch
+from ray.exceptions import RayActorError, RayTaskError
+from rich.progress import Progress
+
+from arbibench.attacks import Attack, ThreatModel
+from arbibench.attacks.query import BlackBoxAttack
+from arbibench.evaluation.backends import Backend, BackendError
+from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
+from arbibench.evaluation.inputs import resolve_device
+from arbibench.evaluation.runner import CLEAN, EvalPlan, commit_outcome
+from arbibench.evaluation.store import Outcomes, hash_json, hash_model
+from arbibench.models.zoo import get_entry, load_model, sha256_file, verified_checkpoint
+
+IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting at the actor so that it never idles on a round trip
+WORKER_START_S = 120.0
+MAX_ATTEMPTS = 3  # a batch whose worker died this many times stops the run (something kills every worker)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How a worker loads the model: zoo name, dataset, user model folder, and the identities it must match."""
+
+    name: str
+    dataset: str
+    model_dir: str | None
+    sha256: str  # of the checkpoint file the driver loaded
+    model_hash: str  # hash_model of the weights: the store key's model identity
+
+
+class BatchWorker:
+    """A Ray actor computing store batches with :func:`compute_batch`; models and attacks are cached."""
+
+    def __init__(self, threads: int) -> None:
+        torch.set_num_threads(threads)
+        self.models: dict[tuple[str, str, str], torch.nn.Module] = {}
+        self.attacks: dict[str, Attack] = {}
+
+    def info(self) -> tuple[int, int]:
+        """(process id, torch threads): the driver checks the thread count, the crash tests use the pid."""
+        return os.getpid(), torch.get_num_threads()
+
+    def _model(self, spec: ModelSpec, device: torch.device) -> torch.nn.Module:
+        cache_key = (spec.name, spec.sha256, str(device))
+        if cache_key not in self.models:
+            path = verified_checkpoint(get_entry(spec.name, spec.dataset, spec.model_dir), spec.model_dir)
+            got = sha256_file(path)
+            if got != spec.sha256:
+                raise BackendError(
+                    f"worker pid {os.getpid()}: checkpoint {path} of {spec.name} has sha256 {got}, the driver loaded "
+                    f"{spec.sha256}; install the same arbibench (and model folder) on every node"
+                )
+            model = load_model(spec.name, spec.model_dir, spec.dataset, device=device)
+            if hash_model(model) != spec.model_hash:
+                raise BackendError(
+                    f"the model the driver evaluates as {spec.name!r} is not that zoo checkpoint's weights; the ray "
+                    "backend loads models by zoo name: evaluate the zoo model itself, or use --backend local"
+                )
+            self.models[cache_key] = model
+        return self.models[cache_key]
+
+    def compute(
+        self,
+        model: ModelSpec,
+        key: str,
+        attack_box: list[Any] | None,
+        config_hash: str | None,
+        threat: ThreatModel,
+        seed: int,
+        batch_index: int,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clean_correct: torch.Tensor | None,
+        expected_layout: tuple[str, tuple[int, ...], tuple[int, ...]],
+        device: str,
+    ) -> tuple[BatchOutcome, float]:
+        """One store batch (``attack_box``: ``[ObjectRef of the attack]``, ``None`` for the clean pass)."""
+        t0 = time.perf_counter()
+        if layout(x) != expected_layout:
+            raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
+        dev = resolve_device(device)
+        net = self._model(model, dev)
+        attack = None
+        if attack_box is not None:
+            if key not in self.attacks:
+                got = ray.get(attack_box[0])
+                if hash_json(got.config_dict()) != config_hash:
+                    raise BackendError(f"the attack of evaluation {key[:12]} arrived with another configuration")
+                self.attacks[key] = got
+            attack = self.attacks[key]
+        out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev)
+        return out, time.perf_counter() - t0
+
+
+@dataclass
+class _Job:
+    plan: EvalPlan
+    key: str
+    attack: Attack | None
+    batch_index: int
+    clean: Outcomes | None
+    attempts: int = 0
+
+    @property
+    def cost(self) -> float:
+        """Rough relative cost, for longest-first scheduling: query attacks first, then by budget."""
+        if self.attack is None:
+            return 0.0
+        config = self.attack.config_dict()
+        budget = float(config.get("max_queries") or config.get("steps") or 1)
+        return budget + (1e9 if isinstance(self.attack, BlackBoxAttack) else 0.0)
+
+
+class RayBackend(Backend):
+    """Store batches on a Ray cluster: ``address`` is the head (``"auto"``, ``host:port``; default
+    ``$RAY_ADDRESS``, else a private Ray on this machine bound to 127.0.0.1); ``workers`` actors (default: as
+    many as the cluster's CPUs allow) of ``worker_threads`` torch threads each (default: the driver's)."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        workers: int | None = None,
+        worker_threads: int | None = None,
+        model_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        for flag, value in (("--workers", workers), ("--worker-threads", worker_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise BackendError(f"{flag} must be a positive integer, got {value!r}")
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.workers = workers
+        self.worker_threads = worker_threads or torch.get_num_threads()
+        self.model_dir = None if model_dir is None else str(model_dir)
+        self.actors: list[Any] = []
+        self.pids: list[int] = []  # of the workers as started (a restarted worker has another)
+        self.retried = 0  # batches sent again because their worker died
+        self.on_commit: Callable[[int], None] | None = None  # called with the number of batches committed so far
+        self._committed = 0
+        self._we_started_ray = False
+        self._attack_refs: dict[str, Any] = {}
+        self._models: dict[tuple[str, str], ModelSpec] = {}
+
+    # -- workers --------------------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.actors:
+            return
+        if not ray.is_initialized():
+            if self.address is None and ray._private.ray_constants.ENABLE_RAY_CLUSTER:
+                raise BackendError(
+                    "a private Ray started from this process would listen on every network interface; pass --address "
+                    "(a running cluster, e.g. one started with `ray start --head --node-ip-address=127.0.0.1`), or "
+                    "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before arbibench imports Ray"
+                )
+            ray.init(address=self.address, log_to_driver=False, include_dashboard=False, logging_level="warning")  # type: ignore[arg-type]  # ray annotates int; logging takes names too
+            self._we_started_ray = True
+        cpus = int(ray.cluster_resources().get("CPU", 0))  # type: ignore[no-untyped-call]  # ray: unannotated
+        n = self.workers or max(1, cpus // self.worker_threads)
+        if n * self.worker_threads > cpus:
+            raise BackendError(
+                f"{n} workers x {self.worker_threads} threads need {n * self.worker_threads} CPUs; the cluster has "
+                f"{cpus}: lower --workers or --worker-threads"
+            )
+        actor = ray.remote(BatchWorker).options(num_cpus=self.worker_threads, max_restarts=-1, max_task_retries=0)
+        self.actors = [actor.remote(self.worker_threads) for _ in range(n)]
+        try:
+            infos = ray.get([a.info.remote() for a in self.actors], timeout=WORKER_START_S)
+        except ray.exceptions.GetTimeoutError as e:
+            raise BackendError(
+                f"{n} Ray workers did not start within {WORKER_START_S:g} s; check `ray status` on the cluster (free "
+                "CPUs, the same Ray and arbibench versions on every node) and that this driver can reach it"
+            ) from e
+        self.pids = [pid for pid, _ in infos]
+        wrong = [threads for _, threads in infos if threads != self.worker_threads]
+        if wrong:
+            raise BackendError(f"workers run {wrong[0]} torch threads, not the {self.worker_threads} asked for")
+
+    def close(self) -> None:
+        for a in self.actors:
+            ray.kill(a)
+        self.actors, self.pids = [], []
+        self._attack_refs.clear()
+        if self._we_started_ray and ray.is_initialized():
+            ray.shutdown()
+            self._we_started_ray = False
+
+    # -- driver ---------------------------------------------------------------------------------------------------
+    def _model_spec(self, plan: EvalPlan) -> ModelSpec:
+        ctx = plan.ctx
+        cache_key = (ctx.model_name, ctx.model_hash)
+        if cache_key not in self._models:
+            try:
+                entry = get_entry(ctx.model_name, ctx.dataset, self.model_dir)
+            except (KeyError, ValueError) as e:
+                raise BackendError(
+                    f"the ray backend loads each model on its workers by zoo name, and {ctx.model_name!r} is not a "
+                    f"zoo or imported model ({e}); evaluate it with --backend local"
+                ) from e
+            sha = sha256_file(verified_checkpoint(entry, self.model_dir))
+            self._models[cache_key] = ModelSpec(ctx.model_name, ctx.dataset, self.model_dir, sha, ctx.model_hash)
+        return self._models[cache_key]
+
+    def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
+        """Clean passes of every plan first, then all their attack batches, longest first."""
+        specs = [self._model_spec(p) for p in plans]  # a model the workers cannot load fails before any work
+        del specs
+        clean_jobs: dict[tuple[str, int], _Job] = {}
+        for plan in plans:
+            key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, CLEAN, plan.ctx.spec(None))
+            for b in self._missing(plan, key):
+                clean_jobs.setdefault((key, b), _Job(plan, key, None, b, None))
+        attack_keys = []
+        for plan in plans:
+            for attack in plan.attacks:
+                key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, attack.name,
+                                              plan.ctx.spec(attack))
+                attack_keys.append((plan, attack, key, self._missing(plan, key)))
+        total = sum(self._size(j.plan, j.batch_index) for j in clean_jobs.values())
+        total += sum(self._size(p, b) for p, _, _, missing in attack_keys for b in missing)
+        if total == 0:
+            return
+        task = progress.add_task("ray", total=total)
+        self._start()
+        self._run_jobs(list(clean_jobs.values()), progress, task)
+        attack_jobs: dict[tuple[str, int], _Job] = {}
+        for plan, attack, key, missing in attack_keys:
+            if not missing:
+                continue
+            clean_key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, CLEAN, plan.ctx.spec(None))
+            clean = plan.ctx.store.outcomes(clean_key)
+            for b in missing:
+                attack_jobs.setdefault((key, b), _Job(plan, key, attack, b, clean))
+        self._run_jobs(sorted(attack_jobs.values(), key=lambda j: -j.cost), progress, task)
+
+    @staticmethod
+    def _missing(plan: EvalPlan, key: str) -> list[int]:
+        n_batches = -(-len(plan.ctx.y) // plan.ctx.batch_size)
+        done = plan.ctx.store.done_batches(key)
+        return [b for b in range(n_batches) if b not in done]
+
+    @staticmethod
+    def _size(plan: EvalPlan, b: int) -> int:
+        return min(plan.ctx.batch_size, len(plan.ctx.y) - b * plan.ctx.batch_size)
+
+    def _submit(self, job: _Job, worker: int) -> Any:
+        ctx = job.plan.ctx
+        s = slice(job.batch_index * ctx.batch_size, (job.batch_index + 1) * ctx.batch_size)
+        x, y = ctx.x[s].clone(), ctx.y[s].clone()  # a clone, not a view: a view would ship the whole tensor
+        clean = None if job.clean is None else torch.from_numpy(job.clean.clean_correct[s].copy())
+        box, config_hash = None, None
+        if job.attack is not None:
+            if job.key not in self._attack_refs:
+                self._attack_refs[job.key] = ray.put(job.attack)
+            box, config_hash = [self._attack_refs[job.key]], hash_json(job.attack.config_dict())
+        return self.actors[worker].compute.remote(
+            self._model_spec(job.plan), job.key, box, config_hash, ctx.threat, ctx.seed, job.batch_index, x, y,
+            clean, layout(x), str(ctx.device),
+        )
+
+    def _run_jobs(self, jobs: list[_Job], progress: Progress, task: Any) -> None:
+        queue = deque(jobs)
+        in_flight: dict[Any, tuple[_Job, int]] = {}
+        load = [0] * len(self.actors)
+        while queue or in_flight:
+            while queue and min(load) < IN_FLIGHT_PER_WORKER:
+                job = queue.popleft()
+                if job.plan.ctx.store.has_batch(job.key, job.batch_index):  # committed by another driver
+                    progress.advance(task, self._size(job.plan, job.batch_index))
+                    continue
+                worker = load.index(min(load))
+                in_flight[self._submit(job, worker)] = (job, worker)
+                load[worker] += 1
+            if not in_flight:
+                break
+            (ref,), _ = ray.wait(list(in_flight), num_returns=1)
+            job, worker = in_flight.pop(ref)
+            load[worker] -= 1
+            try:
+                outcome, seconds = ray.get(ref)
+            except RayActorError as e:  # the worker died: the batch goes to a live worker
+                job.attempts += 1
+                if job.attempts >= MAX_ATTEMPTS:
+                    raise BackendError(
+                        f"batch {job.batch_index} of {job.attack.name if job.attack else CLEAN} lost its worker "
+                        f"{job.attempts} times ({e}); see the Ray logs of the cluster"
+                    ) from e
+                self.retried += 1
+                queue.appendleft(job)
+                continue
+            except RayTaskError as e:  # the attack (or a check) raised: stop like the local runner
+                raise e.as_instanceof_cause() from None  # type: ignore[no-untyped-call]  # ray: unannotated
+            commit_outcome(job.plan.ctx, job.key, outcome, seconds)
+            self._committed += 1
+            progress.advance(task, len(outcome.clean_correct))
+            if self.on_commit is not None:
+                self.on_commit(self._committed)
