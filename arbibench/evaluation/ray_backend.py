@@ -35,7 +35,8 @@ from arbibench.models.zoo import get_entry, load_model, sha256_file, verified_ch
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting at the actor so that it never idles on a round trip
 WORKER_START_S = 120.0
-MAX_ATTEMPTS = 3  # a batch whose worker died this many times stops the run (something kills every worker)
+MAX_ATTEMPTS = 5  # a batch whose worker died this many times stops the run (something kills every worker)
+RESTART_PAUSE_S = 5.0  # a worker that died gets no batch for this long (Ray restarts it meanwhile)
 
 
 @dataclass(frozen=True)
@@ -282,23 +283,30 @@ class RayBackend(Backend):
         queue = deque(jobs)
         in_flight: dict[Any, tuple[_Job, int]] = {}
         load = [0] * len(self.actors)
+        resting = [0.0] * len(self.actors)  # a worker Ray is restarting gets nothing new until then
         while queue or in_flight:
-            while queue and min(load) < IN_FLIGHT_PER_WORKER:
+            while queue:
+                now = time.monotonic()
+                ready = [w for w, n in enumerate(load) if n < IN_FLIGHT_PER_WORKER and resting[w] <= now]
+                if not ready:
+                    break
                 job = queue.popleft()
                 if job.plan.ctx.store.has_batch(job.key, job.batch_index):  # committed by another driver
                     progress.advance(task, self._size(job.plan, job.batch_index))
                     continue
-                worker = load.index(min(load))
+                worker = min(ready, key=lambda w: load[w])
                 in_flight[self._submit(job, worker)] = (job, worker)
                 load[worker] += 1
             if not in_flight:
-                break
+                time.sleep(0.2)  # every worker is restarting
+                continue
             (ref,), _ = ray.wait(list(in_flight), num_returns=1)
             job, worker = in_flight.pop(ref)
             load[worker] -= 1
             try:
                 outcome, seconds = ray.get(ref)
-            except RayActorError as e:  # the worker died: the batch goes to a live worker
+            except RayActorError as e:  # the worker died or is restarting: the batch goes to a live worker
+                resting[worker] = time.monotonic() + RESTART_PAUSE_S
                 job.attempts += 1
                 if job.attempts >= MAX_ATTEMPTS:
                     raise BackendError(
@@ -309,7 +317,7 @@ class RayBackend(Backend):
                 queue.appendleft(job)
                 continue
             except RayTaskError as e:  # the attack (or a check) raised: stop like the local runner
-                raise e.as_instanceof_cause() from None  # type: ignore[no-untyped-call]  # ray: unannotated
+                raise e.as_instanceof_cause() from None  # type: ignore[no-untyped-call]
             commit_outcome(job.plan.ctx, job.key, outcome, seconds)
             self._committed += 1
             progress.advance(task, len(outcome.clean_correct))
