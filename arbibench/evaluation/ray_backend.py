@@ -224,8 +224,8 @@ class RayBackend(Backend):
 
     def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
         """Clean passes of every plan first, then all their attack batches, longest first."""
-        specs = [self._model_spec(p) for p in plans]  # a model the workers cannot load fails before any work
-        del specs
+        for plan in plans:
+            self._model_spec(plan)  # a model the workers cannot load fails here, before any work
         clean_jobs: dict[tuple[str, int], _Job] = {}
         for plan in plans:
             key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, CLEAN, plan.ctx.spec(None))
