@@ -25,9 +25,9 @@ _full_recipe = train_module.default_recipe
 EVAL_EXAMPLES = 50  # test images of the training run's accuracy figures
 
 
-def tiny_protocol(name: str, quick: bool = False) -> Protocol:
+def tiny_protocol(name: str, quick: bool = False, demo: bool = False) -> Protocol:
     """The preset with fgsm (white-box) and a 20-query Square attack (black-box) on 20 / 10 images."""
-    preset = _full_protocol(name, quick)
+    preset = _full_protocol(name, quick, demo)
     sizes = {
         "attacks": (AttackSpec("fgsm", WHITE_BOX), AttackSpec("square", BLACK_BOX, (("max_queries", 20),))),
         "n_white_box": 20,

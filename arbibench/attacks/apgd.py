@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -151,6 +151,35 @@ def _bind_target(loss: Callable[..., torch.Tensor], target: torch.Tensor | None)
     return bound
 
 
+
+@dataclass
+class _SearchState:
+    """The samples one APGD run still searches, every tensor indexed alike (row i is sample ``idx[i]`` of the run)."""
+
+    idx: torch.Tensor
+    x0: torch.Tensor
+    y: torch.Tensor
+    target: torch.Tensor | None
+    cur: torch.Tensor  # x^(k)
+    prev: torch.Tensor  # x^(k-1)
+    grad: torch.Tensor
+    loss: torch.Tensor  # f(x^(k))
+    x_best: torch.Tensor
+    loss_best: torch.Tensor
+    grad_best: torch.Tensor
+    eta: torch.Tensor  # per-sample step size
+    n_up: torch.Tensor  # steps since the last checkpoint that raised f
+    loss_best_at_check: torch.Tensor  # f_max at the last checkpoint
+    halved_at_check: torch.Tensor  # whether eta was halved at the last checkpoint
+
+    def select(self, keep: torch.Tensor) -> _SearchState:
+        """The state of the samples where ``keep`` is true."""
+        picked: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            picked[f.name] = None if value is None else value[keep]
+        return _SearchState(**picked)
+
 class APGD(Attack):
     """APGD with the loss named in the config (cross-entropy by default: APGD-CE)."""
 
@@ -243,74 +272,73 @@ class APGD(Attack):
         checkpoints = apgd_checkpoints(cfg.steps)
         next_check = 1  # index into checkpoints of the next one to reach
 
-        # The state of the samples still searched, all indexed alike (row i is sample idx[i] of this run).
-        s: dict[str, torch.Tensor] = {"idx": torch.arange(n, device=x0.device), "x0": x0, "y": y, "cur": start}
-        if target is not None:
-            s["target"] = target
         value, grad, logits = self._evaluate(model, start, y, _bind_target(loss, target))
-        s.update(
-            prev=start,  # x^(k-1): the momentum term is 0 at the first step anyway
+        s = _SearchState(
+            idx=torch.arange(n, device=x0.device),
+            x0=x0,
+            y=y,
+            target=target,
+            cur=start,
+            prev=start,  # the momentum term is 0 at the first step anyway
             grad=grad,
-            loss=value,  # f(x^(k))
+            loss=value,
             x_best=start.clone(),
             loss_best=value.clone(),
             grad_best=grad.clone(),
             eta=torch.full((n,), INITIAL_REL_STEP * threat.eps, device=x0.device, dtype=x0.dtype),
-            n_up=torch.zeros(n, dtype=torch.int64, device=x0.device),  # steps since the last check that raised f
-            loss_best_at_check=value.clone(),  # f_max at the last checkpoint
-            halved_at_check=torch.zeros(n, dtype=torch.bool, device=x0.device),  # eta halved at the last checkpoint
+            n_up=torch.zeros(n, dtype=torch.int64, device=x0.device),
+            loss_best_at_check=value.clone(),
+            halved_at_check=torch.zeros(n, dtype=torch.bool, device=x0.device),
         )
 
-        def drop_fooled(state: dict[str, torch.Tensor], logits: torch.Tensor) -> dict[str, torch.Tensor]:
-            hit = confirmed_misclassified(model, state["cur"], state["y"], logits)
+        def drop_fooled(state: _SearchState, logits: torch.Tensor) -> _SearchState:
+            hit = confirmed_misclassified(model, state.cur, state.y, logits)
             if hit.numel() == 0:
                 return state
-            found[state["idx"][hit]] = state["cur"][hit]
-            fooled[state["idx"][hit]] = True
-            keep = torch.ones(state["y"].shape, dtype=torch.bool, device=x0.device)
+            found[state.idx[hit]] = state.cur[hit]
+            fooled[state.idx[hit]] = True
+            keep = torch.ones(state.y.shape, dtype=torch.bool, device=x0.device)
             keep[hit] = False
-            return {k: v[keep] for k, v in state.items()}
+            return state.select(keep)
 
         s = drop_fooled(s, logits)  # the random start itself may already fool the model
         for k in range(cfg.steps):
-            if s["idx"].numel() == 0:
+            if s.idx.numel() == 0:
                 break
-            cur, x0s = s["cur"], s["x0"]
-            eta = _per_sample_view(s["eta"], cur)
-            z = threat.project(cur + eta * threat.step_direction(s["grad"]), x0s)
+            cur, x0s = s.cur, s.x0
+            eta = _per_sample_view(s.eta, cur)
+            z = threat.project(cur + eta * threat.step_direction(s.grad), x0s)
             a = 1.0 if k == 0 else MOMENTUM
-            new = threat.project(cur + a * (z - cur) + (1.0 - a) * (cur - s["prev"]), x0s)
-            value, grad, logits = self._evaluate(model, new, s["y"], _bind_target(loss, s.get("target")))
-            s["n_up"] = s["n_up"] + (value > s["loss"]).long()
-            s.update(prev=cur, cur=new, grad=grad, loss=value)
-            improved = value > s["loss_best"]
-            s["x_best"] = torch.where(_per_sample_view(improved, new), new, s["x_best"])
-            s["grad_best"] = torch.where(_per_sample_view(improved, new), grad, s["grad_best"])
-            s["loss_best"] = torch.where(improved, value, s["loss_best"])
+            new = threat.project(cur + a * (z - cur) + (1.0 - a) * (cur - s.prev), x0s)
+            value, grad, logits = self._evaluate(model, new, s.y, _bind_target(loss, s.target))
+            s.n_up = s.n_up + (value > s.loss).long()
+            s.prev, s.cur, s.grad, s.loss = cur, new, grad, value
+            improved = value > s.loss_best
+            s.x_best = torch.where(_per_sample_view(improved, new), new, s.x_best)
+            s.grad_best = torch.where(_per_sample_view(improved, new), grad, s.grad_best)
+            s.loss_best = torch.where(improved, value, s.loss_best)
             s = drop_fooled(s, logits)
 
             if next_check < len(checkpoints) and k + 1 == checkpoints[next_check]:
                 interval = checkpoints[next_check] - checkpoints[next_check - 1]
                 next_check += 1
-                if s["idx"].numel() == 0:
+                if s.idx.numel() == 0:
                     break
                 stalled = apgd_should_halve(
-                    s["n_up"], interval, cfg.rho, s["halved_at_check"], s["loss_best"], s["loss_best_at_check"]
+                    s.n_up, interval, cfg.rho, s.halved_at_check, s.loss_best, s.loss_best_at_check
                 )
-                back = _per_sample_view(stalled, s["cur"])
+                back = _per_sample_view(stalled, s.cur)
                 # Halve the step and go back to the best point (with its gradient); x^(k-1) stays, as in the paper.
-                s["eta"] = torch.where(stalled, s["eta"] / 2, s["eta"])
-                s["cur"] = torch.where(back, s["x_best"], s["cur"])
-                s["grad"] = torch.where(back, s["grad_best"], s["grad"])
-                s["loss"] = torch.where(stalled, s["loss_best"], s["loss"])
-                s.update(
-                    halved_at_check=stalled,
-                    loss_best_at_check=s["loss_best"].clone(),
-                    n_up=torch.zeros_like(s["n_up"]),
-                )
+                s.eta = torch.where(stalled, s.eta / 2, s.eta)
+                s.cur = torch.where(back, s.x_best, s.cur)
+                s.grad = torch.where(back, s.grad_best, s.grad)
+                s.loss = torch.where(stalled, s.loss_best, s.loss)
+                s.halved_at_check = stalled
+                s.loss_best_at_check = s.loss_best.clone()
+                s.n_up = torch.zeros_like(s.n_up)
 
-        out_best[s["idx"]] = s["x_best"]
-        out_loss[s["idx"]] = s["loss_best"]
+        out_best[s.idx] = s.x_best
+        out_loss[s.idx] = s.loss_best
         return found, fooled, out_best, out_loss
 
 

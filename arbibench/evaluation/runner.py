@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from rich.console import Console
@@ -296,6 +296,15 @@ def prepare_evaluation(
     return EvalPlan(ctx, tuple(attack_objs)), flags
 
 
+class Evaluation(NamedTuple):
+    """What :func:`evaluate` returns; a named tuple, so ``clean, outcomes, seconds, flags = evaluate(...)`` works."""
+
+    clean: Outcomes  # the clean pass
+    outcomes: dict[str, Outcomes]  # per attack
+    seconds: dict[str, float]  # per attack, compute time
+    flags: dict[str, str]  # gradient-masking checks that fired: name -> meaning
+
+
 def evaluate(
     model: nn.Module,
     x: torch.Tensor,
@@ -315,7 +324,7 @@ def evaluate(
     checks: bool = True,
     pool: bool = True,
     backend: Backend | None = None,
-) -> tuple[Outcomes, dict[str, Outcomes], dict[str, float], dict[str, str]]:
+) -> Evaluation:
     """Clean pass then each attack, resumable through ``store``; then the gradient-masking checks.
 
     Returns the clean outcomes, per-attack outcomes, per-attack compute seconds, and flags (name -> meaning).
@@ -363,4 +372,4 @@ def evaluate(
     for key in keys:  # every evaluation that took part carries the flags raised on it
         for flag, detail in flags.items():
             store.add_flag(key, flag, detail)
-    return clean, per_attack, seconds, flags
+    return Evaluation(clean, per_attack, seconds, flags)
