@@ -5,7 +5,7 @@ The cluster is a real Ray head (``ray start --head --block``, a child process st
 Ray rewrites ``--node-ip-address=127.0.0.1`` to the machine's interface address unless
 ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (then it advertises and binds 127.0.0.1), and the test checks that no
 process of the cluster or of this driver listens anywhere else. Authentication is Ray's token mode, with a token
-made for this run.
+made for this run. Workers run at the driver's niceness (``RAY_worker_niceness=0``), not Ray's default 15.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def ray_head() -> Iterator[tuple[str, dict[str, str], int]]:
     gcs, node, objects, agent, agent_grpc, env_agent, metrics = _free_ports(7)
     temp = tempfile.mkdtemp(prefix="arbi-ray-")  # short: Ray's socket paths must fit in 107 bytes
     env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
-           "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+           "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1",
+           "RAY_worker_niceness": "0"}  # Ray's default 15 would starve the workers on a machine shared with other work
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
            f"--port={gcs}", f"--node-manager-port={node}", f"--object-manager-port={objects}",
            f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
