@@ -3,7 +3,6 @@ and never trusted alone to end an attack."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -38,19 +37,7 @@ def test_fused_equals_reference_on_real_images(name: str, data_dir: Path) -> Non
     assert torch.equal(ref.argmax(1), got.argmax(1))
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
-    not os.environ.get("ARBIBENCH_FULL_AGREEMENT"),
-    reason="whole test set x every zoo model (about 8 minutes on 2 cores): set ARBIBENCH_FULL_AGREEMENT=1",
-)
-@pytest.mark.parametrize("name", BINARY_ZOO)
-def test_fused_agrees_on_the_whole_test_set(name: str, data_dir: Path) -> None:
-    x, _, _ = load_cifar10(None, data_dir=data_dir)
-    model = load_model(name)
-    ref, got = _logits(model, x), _logits(fuse(model), x)
-    assert len(x) == 10_000
-    assert torch.equal(ref.argmax(1), got.argmax(1))
-    assert float((ref - got).abs().max()) <= TOLERANCE
+# The same check over all 10,000 test images is benchmarks/fused_agreement.py (about 8 minutes on 2 cores).
 
 
 def test_refused_for_torch_sign_models_with_a_note() -> None:
