@@ -1,4 +1,5 @@
-"""Protocol presets and `protocol run`: subsets, per-family scores, worst case, resume, cards, FP-twin comparison."""
+"""Protocol presets and `protocol run`: subsets, per-family scores, worst case, resume, cards (the FP-twin findings
+are tests/test_findings.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from arbibench.cli import app
 from arbibench.evaluation.model_card import protocol_card, write_protocol_card
 from arbibench.evaluation.store import ResultStore
 from arbibench.protocol import BLACK_BOX, PROTOCOLS, WHITE_BOX, AttackSpec, describe, get_protocol
-from arbibench.protocol.run import ALL, fp_twin_comparison, protocol_subsets, run_protocol
+from arbibench.protocol.run import ALL, protocol_subsets, run_protocol
 
 runner = CliRunner()
 
@@ -144,14 +145,6 @@ def test_rerun_recomputes_nothing(tiny_run, tiny_protocol, data_dir):
     assert before == after
     first = next(r for r in tiny_run[0] if r.model_name == "resnet20_fp")
     assert [a.acc_star for a in again[0].attacks] == [a.acc_star for a in first.attacks]
-
-
-def test_fp_twin_comparison(tiny_run):
-    rows = fp_twin_comparison(tiny_run[0])
-    assert {r["family"] for r in rows} == {WHITE_BOX, BLACK_BOX, ALL}
-    for row in rows:
-        assert (row["model"], row["fp_twin"]) == ("resnet20_bnn", "resnet20_fp")
-        assert row["difference"] == pytest.approx(row["acc_norm"] - row["fp_acc_norm"])
 
 
 def test_card_has_robustbench_fields_as_numbers(tiny_run, tmp_path, data_dir):

@@ -367,30 +367,6 @@ def protocol_plans(
     return plans
 
 
-def fp_twin_comparison(results: Sequence[ModelEvaluation]) -> list[dict]:
-    """Each BNN's mean ACC_norm per family against its full-precision twin's (the paper's comparison).
-
-    The twin is the zoo model with the same backbone and method ``fp``; models without a twin in ``results`` are
-    left out.
-    """
-    by_name = {r.model_name: r for r in results}
-    rows = []
-    for r in results:
-        entry = ZOO.get(r.model_name)
-        if entry is None or entry.method == "fp":
-            continue
-        twin = fp_twin_name(entry)
-        if twin is None or twin not in by_name:
-            continue
-        for family in (*FAMILIES, ALL):
-            if family not in r.rs_mean or family not in by_name[twin].rs_mean:
-                continue
-            bnn, fp = r.rs_mean[family], by_name[twin].rs_mean[family]
-            rows.append({"model": r.model_name, "fp_twin": twin, "family": family, "acc_norm": bnn,
-                         "fp_acc_norm": fp, "difference": bnn - fp})
-    return rows
-
-
 def protocol_findings(results: Sequence[ModelEvaluation], *, seed: int = 0) -> list[TwinComparison]:
     """Each BNN of ``results`` against its FP twin (when the twin is in ``results`` too): per attack family at the
     protocol eps and over the eps sweep, with paired 95% intervals and a verdict (:mod:`arbibench.evaluation.findings`).
