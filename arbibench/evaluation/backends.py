@@ -76,6 +76,7 @@ def get_backend(
         # A private Ray for this run: Ray reads this when it is imported, and then advertises and binds 127.0.0.1
         # instead of the machine's interface address (it rewrites a plain --node-ip-address=127.0.0.1).
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    # start-up: ray (an optional extra) is imported only when --backend ray is asked for, after the variable above
     from arbibench.evaluation.ray_backend import RayBackend
 
     return RayBackend(address=address, workers=workers, worker_threads=worker_threads, model_dir=model_dir)
