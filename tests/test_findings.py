@@ -154,7 +154,7 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
                                        "resnet20_fp,resnet20_bnn", "--store", str(db_path), "--json", str(out)],
                              env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
-    assert "BNN vs FP twin" in res.output and "resnet20_bnn" in res.output
+    assert "BNN vs FP twin" in res.output and "sweep fgsm" in res.output
     payload = json.loads(out.read_text())
     assert {r["setting"] for r in payload["findings"]} == {"white-box", "black-box", "sweep fgsm"}
     for r in payload["findings"]:

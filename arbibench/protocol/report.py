@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.table import Table
 
 from arbibench.evaluation.findings import LESS_ROBUST, MORE_ROBUST, TwinComparison, verdict_counts
@@ -86,18 +87,19 @@ def findings_table(rows: Sequence[TwinComparison]) -> Table:
     t = Table(
         title="BNN vs FP twin: mean ACC_norm (95% interval), paired over the same images",
         caption=", ".join(f"{v}: {n}" for v, n in counts.items()),
+        box=box.SIMPLE_HEAD,
     )
-    for col in ("model", "FP twin", "setting", "images", "BNN", "FP", "BNN - FP", "verdict"):
-        t.add_column(col, justify="right" if col in ("images", "BNN", "FP", "BNN - FP") else "left", no_wrap=True)
-
-    def est(e) -> str:  # noqa: ANN001 - an Estimate
-        return f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]"
-
-    for r in rows:
+    for col in ("model", "FP twin", "setting", "n", "BNN", "FP", "BNN - FP [95%]", "verdict"):
+        # numbers never wrap; names and the verdict may, so the table fits an 80-column log
+        numeric = col in ("n", "BNN", "FP", "BNN - FP [95%]")
+        t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
+    names = _short_names([n for r in rows for n in (r.model, r.twin)])
+    for i, r in enumerate(rows):
         style = {MORE_ROBUST: "green", LESS_ROBUST: "red"}.get(r.verdict, "dim")
         diff = r.difference
-        t.add_row(r.model, r.twin, r.setting, str(r.n_examples), est(r.bnn), est(r.fp),
-                  f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]", f"[{style}]{r.verdict}[/]")
+        t.add_row(names[2 * i], names[2 * i + 1], r.setting, str(r.n_examples), f"{r.bnn.value:.3f}",
+                  f"{r.fp.value:.3f}", f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
+                  f"[{style}]{r.verdict}[/]")
     return t
 
 
