@@ -34,8 +34,8 @@ test: lint
 	$(PY) -m pytest -q
 
 # The main job, first look: a BNN against its FP twin under three white-box and two black-box attacks on real
-# CIFAR-10 test images (the protocol's demo variant, a few minutes on a laptop CPU), with the paired verdict; its
-# cards go to runs/demo/model_info. Then the leaderboard site into site/ from the shipped cards (model_info/).
+# CIFAR-10 test images (the protocol's demo variant, 1.5 minutes on the idle 2-core development machine), with the
+# paired verdict; its cards go to runs/demo/model_info. Then the leaderboard site into site/ from the shipped cards (model_info/).
 # A second run reads finished batches back from the store.
 DEMO_MODELS ?= resnet20_fp,resnet20_reactnet
 demo: $(STAMP)
