@@ -4,6 +4,8 @@ For every attack in :data:`arbibench.attacks.ATTACKS` and every norm it declares
 images against the shipped ``resnet20_bnn`` (the benchmark's subject) and ``resnet20_fp``, with tiny budgets:
 
 - the result is verified: same shape and dtype, detached, inside the threat model (``ThreatModel.verify``);
+- the output is typed: query counts per image from black-box attacks only, the smallest perturbation found per
+  image exactly from the attacks that declare ``reports_min_distance``;
 - it is determined by the generator alone: a second run with the same seed, under another global torch seed and
   under ``torch.no_grad()``, gives the same images (and, for black-box attacks, the same query counts);
 - the model is left as it was: every submodule's train/eval mode, every parameter and buffer, no ``.grad``;
@@ -159,13 +161,19 @@ def test_attack_contract(
     modes, state = _snapshot(model)
 
     torch.manual_seed(1)
-    x_adv = attack(model, x, y, threat, torch.Generator().manual_seed(0))
-    counts = attack.query_counts.clone() if isinstance(attack, BlackBoxAttack) else None
+    out = attack.output(model, x, y, threat, torch.Generator().manual_seed(0))
+    x_adv, counts = out.x_adv, out.queries
     seen = None if rows.per_image is None else rows.per_image.clone()
 
     # verified: the right kind of tensor, inside the threat model
     assert x_adv.shape == x.shape and x_adv.dtype == x.dtype and not x_adv.requires_grad
     threat.verify(x_adv, x)
+    assert (counts is not None) == isinstance(attack, BlackBoxAttack)
+    assert (out.min_distance is not None) == attack.reports_min_distance
+    if out.min_distance is not None:
+        assert out.min_distance.shape == (N_IMAGES,) and out.min_distance.dtype == torch.float64
+        # misclassified on arrival: an adversarial point within eps is known for them
+        assert bool((out.min_distance[:half] <= threat.eps + 1e-6).all()), out.min_distance.tolist()
     # the model as it was: modes, weights and batch-norm statistics, no gradients left behind
     assert [m.training for m in model.modules()] == modes
     after = model.state_dict()
@@ -187,7 +195,7 @@ def test_attack_contract(
     rows.per_image = None
     torch.manual_seed(2)
     with torch.no_grad():
-        again = attack(model, x, y, threat, torch.Generator().manual_seed(0))
-    assert torch.equal(again, x_adv), "same seed, different result"
-    if isinstance(attack, BlackBoxAttack):
-        assert torch.equal(attack.query_counts, counts)
+        again = attack.output(model, x, y, threat, torch.Generator().manual_seed(0))
+    assert torch.equal(again.x_adv, x_adv), "same seed, different result"
+    if counts is not None:
+        assert again.queries is not None and torch.equal(again.queries, counts)

@@ -35,13 +35,13 @@ def linf_run(trained_fp, data):
     attack = get_attack("hsja", max_queries=QUERIES)
     threat = Linf(8 / 255)
     x0, y0 = x[correct], y[correct]
-    x_adv = attack(trained_fp, x0, y0, threat, torch.Generator().manual_seed(0))
-    return attack, threat, x0, y0, x_adv
+    out = attack.output(trained_fp, x0, y0, threat, torch.Generator().manual_seed(0))
+    return out, threat, x0, y0, out.x_adv
 
 
 def test_hsja_linf_lowers_accuracy(trained_fp, data, linf_run):
     x, y, correct = data
-    attack, threat, x0, y0, x_adv = linf_run
+    out, threat, x0, y0, x_adv = linf_run
     clean = int(correct.sum()) / N
     with torch.no_grad():
         still = trained_fp(x_adv).argmax(1) == y0
@@ -52,13 +52,13 @@ def test_hsja_linf_lowers_accuracy(trained_fp, data, linf_run):
     assert robust < 0.76
     assert robust <= clean - 0.15
     fooled = ~still
-    assert bool((attack.query_counts <= QUERIES).all())
-    assert float(attack.query_counts[fooled].float().median()) < 200
+    assert bool((out.queries <= QUERIES).all())
+    assert float(out.queries[fooled].float().median()) < 200
 
 
 def test_hsja_min_distance_and_result_agree(trained_fp, linf_run):
-    attack, threat, x0, y0, x_adv = linf_run
-    md = attack.min_distance
+    out, threat, x0, y0, x_adv = linf_run
+    md = out.min_distance
     assert md.shape == (x0.shape[0],) and md.dtype == torch.float64
     assert bool(torch.isfinite(md).all())  # uniform noise finds a start for every image here
     within = md <= threat.eps + 1e-6
@@ -77,15 +77,16 @@ def test_hsja_distance_beyond_eps_is_real(trained_fp, data):
     i = int(correct.nonzero()[0])
     x1, y1 = x[i : i + 1], y[i : i + 1]
     first = get_attack("hsja", max_queries=120)
-    first(trained_fp, x1, y1, L2(1e-3), torch.Generator().manual_seed(3))
-    d = float(first.min_distance[0])
+    first_out = first.output(trained_fp, x1, y1, L2(1e-3), torch.Generator().manual_seed(3))
+    d = float(first_out.min_distance[0])
     assert 1e-3 < d < math.inf
     again = get_attack("hsja", max_queries=120)
-    x_adv = again(trained_fp, x1, y1, L2(d), torch.Generator().manual_seed(3))
+    again_out = again.output(trained_fp, x1, y1, L2(d), torch.Generator().manual_seed(3))
+    x_adv = again_out.x_adv
     with torch.no_grad():
         assert int(trained_fp(x_adv).argmax(1)) != int(y1)
     assert float(L2(d).distance(x_adv.double(), x1.double())) == pytest.approx(d, abs=1e-6)
-    assert int(again.query_counts[0]) <= int(first.query_counts[0])
+    assert int(again_out.queries[0]) <= int(first_out.queries[0])
 
 
 def test_hsja_uses_labels_only(trained_fp, data):
@@ -99,8 +100,8 @@ def test_hsja_uses_labels_only(trained_fp, data):
     results = []
     for model in (trained_fp, OneHot(trained_fp).eval()):
         attack = get_attack("hsja", max_queries=80)
-        x_adv = attack(model, x0, y0, L2(0.5), torch.Generator().manual_seed(1))
-        results.append((x_adv, attack.min_distance, attack.query_counts))
+        out = attack.output(model, x0, y0, L2(0.5), torch.Generator().manual_seed(1))
+        results.append((out.x_adv, out.min_distance, out.queries))
     assert torch.equal(results[0][0], results[1][0])
     assert torch.equal(results[0][1], results[1][1])
     assert torch.equal(results[0][2], results[1][2])

@@ -30,18 +30,19 @@ def test_nes_linf_lowers_accuracy_within_budget(data, trained_fp: nn.Module) -> 
     x, y, correct = data
     threat = Linf(EPS)
     attack = get_attack("nes", max_queries=100, samples=10)
-    x_adv = attack(trained_fp, x[correct], y[correct], threat, torch.Generator().manual_seed(0))
+    out = attack.output(trained_fp, x[correct], y[correct], threat, torch.Generator().manual_seed(0))
+    x_adv = out.x_adv
     threat.verify(x_adv, x[correct])
     with torch.no_grad():
         fooled = trained_fp(x_adv).argmax(1) != y[correct]
     acc_star = 100.0 * int((~fooled).sum()) / len(y)
     assert 100.0 * float(correct.double().mean()) >= 85.0
     assert acc_star <= 60.0, acc_star  # measured 51%
-    counts = attack.query_counts
+    counts = out.queries
     assert bool((counts <= 100).all()) and bool((counts >= 1).all())
     # 1 query for the start, then 10 probes + 1 test per iteration: 9 whole iterations fit in 100 queries.
     assert bool((counts[~fooled] == 1 + 9 * 11).all())
-    assert torch.equal(torch.isfinite(attack.min_distance), fooled)
+    assert torch.equal(torch.isfinite(out.min_distance), fooled)
 
 
 class LinearModel(nn.Module):
@@ -66,8 +67,8 @@ def test_estimate_follows_the_gradient(sampling: str) -> None:
     # Start, one estimate of 400 probes, the test of the step: the last query is the stepped iterate. The margin
     # loss (logit 1 minus logit 0) has gradient w[1] - w[0], so the Linf step should follow its sign.
     attack = NES(max_queries=402, samples=400, sigma=0.01, momentum=0.0, loss="margin", sampling=sampling)
-    x_adv = attack(model, x, y, Linf(0.01), torch.Generator().manual_seed(0))
-    assert torch.equal(x_adv, x) and int(attack.query_counts[0]) == 402
+    out = attack.output(model, x, y, Linf(0.01), torch.Generator().manual_seed(0))
+    assert torch.equal(out.x_adv, x) and int(out.queries[0]) == 402
     step = torch.sign((model.last[:1] - x).flatten())  # a one-image query runs as two copies
     grad = model.w[1] - model.w[0]
     agree = step == torch.sign(grad)

@@ -190,10 +190,10 @@ def test_score_attacks_stay_within_budget(name: str, budget: int, seed: int, l2:
     if name == "nes":
         params["samples"] = 4
     attack = get_attack(name, **params)
-    x_adv = attack(net, x, y, threat, torch.Generator().manual_seed(seed))
-    threat.verify(x_adv, x)
-    assert attack.query_counts is not None and attack.min_distance is not None
-    assert bool((attack.query_counts <= budget).all()) and bool((attack.query_counts >= 1).all())
+    out = attack.output(net, x, y, threat, torch.Generator().manual_seed(seed))
+    threat.verify(out.x_adv, x)
+    assert out.queries is not None and out.min_distance is not None
+    assert bool((out.queries <= budget).all()) and bool((out.queries >= 1).all())
     assert net.rows <= 4 * budget
-    fooled = torch.isfinite(attack.min_distance)
-    assert bool((attack.min_distance[fooled] <= threat.eps + 1e-6).all())
+    fooled = torch.isfinite(out.min_distance)
+    assert bool((out.min_distance[fooled] <= threat.eps + 1e-6).all())

@@ -33,13 +33,13 @@ def run(trained_fp, data):
     attack = get_attack("rays", max_queries=QUERIES)
     threat = Linf(8 / 255)
     x0, y0 = x[correct], y[correct]
-    x_adv = attack(trained_fp, x0, y0, threat, torch.Generator().manual_seed(0))
-    return attack, threat, x0, y0, x_adv
+    out = attack.output(trained_fp, x0, y0, threat, torch.Generator().manual_seed(0))
+    return out, threat, x0, y0, out.x_adv
 
 
 def test_rays_lowers_accuracy(trained_fp, data, run):
     x, y, correct = data
-    attack, threat, x0, y0, x_adv = run
+    out, threat, x0, y0, x_adv = run
     clean = int(correct.sum()) / N
     with torch.no_grad():
         still = trained_fp(x_adv).argmax(1) == y0
@@ -48,13 +48,13 @@ def test_rays_lowers_accuracy(trained_fp, data, run):
     assert clean > 0.85
     assert robust < 0.65
     assert robust <= clean - 0.25
-    assert bool((attack.query_counts <= QUERIES).all())
-    assert float(attack.query_counts[~still].float().median()) < 200
+    assert bool((out.queries <= QUERIES).all())
+    assert float(out.queries[~still].float().median()) < 200
 
 
 def test_rays_min_distance_and_result_agree(trained_fp, run):
-    attack, threat, x0, y0, x_adv = run
-    md = attack.min_distance
+    out, threat, x0, y0, x_adv = run
+    md = out.min_distance
     assert md.shape == (x0.shape[0],) and bool(torch.isfinite(md).all())
     within = md <= threat.eps + 1e-6
     with torch.no_grad():
@@ -71,8 +71,8 @@ def test_rays_distance_beyond_eps_is_real(trained_fp, data):
     i = int(correct.nonzero()[0])
     x1, y1 = x[i : i + 1], y[i : i + 1]
     first = get_attack("rays", max_queries=100)
-    first(trained_fp, x1, y1, Linf(1e-4), torch.Generator().manual_seed(0))
-    d = float(first.min_distance[0])
+    first_out = first.output(trained_fp, x1, y1, Linf(1e-4), torch.Generator().manual_seed(0))
+    d = float(first_out.min_distance[0])
     assert 1e-4 < d < math.inf
     again = get_attack("rays", max_queries=100)
     x_adv = again(trained_fp, x1, y1, Linf(d), torch.Generator().manual_seed(0))
@@ -91,8 +91,8 @@ def test_rays_uses_labels_only(trained_fp, data):
     results = []
     for model in (trained_fp, OneHot(trained_fp).eval()):
         attack = get_attack("rays", max_queries=60)
-        x_adv = attack(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
-        results.append((x_adv, attack.min_distance, attack.query_counts))
+        out = attack.output(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
+        results.append((out.x_adv, out.min_distance, out.queries))
     for a, b in zip(results[0], results[1], strict=True):
         assert torch.equal(a, b)
 

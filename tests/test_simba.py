@@ -46,19 +46,20 @@ def test_simba_linf_lowers_accuracy_within_budget(data, trained_fp: nn.Module) -
     threat = Linf(EPS)
     attack = get_attack("simba", max_queries=QUERIES)
     net = RowCounter(trained_fp).eval()
-    x_adv = attack(net, x[correct], y[correct], threat, torch.Generator().manual_seed(0))
+    out = attack.output(net, x[correct], y[correct], threat, torch.Generator().manual_seed(0))
+    x_adv = out.x_adv
     threat.verify(x_adv, x[correct])
     with torch.no_grad():
         fooled = trained_fp(x_adv).argmax(1) != y[correct]
     acc_star = 100.0 * int((~fooled).sum()) / len(y)
     assert 100.0 * float(correct.double().mean()) >= 85.0
     assert acc_star <= 67.0, acc_star  # measured 59%
-    assert bool((attack.query_counts <= QUERIES).all()) and bool((attack.query_counts >= 1).all())
-    assert torch.equal(torch.isfinite(attack.min_distance), fooled)
-    assert bool((attack.min_distance[fooled] <= EPS + 1e-6).all())
-    assert bool((attack.query_counts[~fooled] == QUERIES).all())  # robust samples spent the whole budget
+    assert bool((out.queries <= QUERIES).all()) and bool((out.queries >= 1).all())
+    assert torch.equal(torch.isfinite(out.min_distance), fooled)
+    assert bool((out.min_distance[fooled] <= EPS + 1e-6).all())
+    assert bool((out.queries[~fooled] == QUERIES).all())  # robust samples spent the whole budget
     # Early exit: a fooled sample is never queried again, so the model saw exactly the counted queries.
-    assert net.rows == int(attack.query_counts.sum())
+    assert net.rows == int(out.queries.sum())
 
 
 def test_dct_basis_and_low_frequency_order() -> None:

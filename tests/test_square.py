@@ -61,13 +61,13 @@ def linf_run(data, trained_fp: nn.Module):  # type: ignore[no-untyped-def]
     x, y, correct = data
     net = BatchRecorder(trained_fp).eval()
     attack = get_attack("square", max_queries=QUERIES)
-    x_adv = attack(net, x[correct], y[correct], Linf(EPS), torch.Generator().manual_seed(0))
-    return attack, x_adv, net.sizes
+    out = attack.output(net, x[correct], y[correct], Linf(EPS), torch.Generator().manual_seed(0))
+    return out, out.x_adv, net.sizes
 
 
 def test_square_linf_breaks_trained_fp(data, trained_fp: nn.Module, linf_run) -> None:  # type: ignore[no-untyped-def]
     x, y, correct = data
-    attack, x_adv, _ = linf_run
+    _, x_adv, _ = linf_run
     clean = 100.0 * float(correct.double().mean())
     robust = acc_star(trained_fp, x_adv, y, correct)
     assert clean >= 85.0
@@ -76,8 +76,8 @@ def test_square_linf_breaks_trained_fp(data, trained_fp: nn.Module, linf_run) ->
 
 def test_square_queries_counts_and_early_exit(data, trained_fp: nn.Module, linf_run) -> None:  # type: ignore[no-untyped-def]
     x, y, correct = data
-    attack, x_adv, sizes = linf_run
-    counts, dist = attack.query_counts, attack.min_distance
+    out, x_adv, sizes = linf_run
+    counts, dist = out.queries, out.min_distance
     with torch.no_grad():
         fooled = (trained_fp(x_adv).argmax(1) != y[correct]).cpu()
     assert bool((counts <= QUERIES).all()) and bool((counts >= 1).all())
@@ -148,12 +148,13 @@ def test_square_l2_lowers_accuracy(data, trained_fp: nn.Module) -> None:  # type
     xs, ys = x[correct][:30], y[correct][:30]
     threat = L2(1.0)
     attack = get_attack("square", max_queries=200)
-    x_adv = attack(trained_fp, xs, ys, threat, torch.Generator().manual_seed(0))
+    out = attack.output(trained_fp, xs, ys, threat, torch.Generator().manual_seed(0))
+    x_adv = out.x_adv
     threat.verify(x_adv, xs)
     with torch.no_grad():
         still = int((trained_fp(x_adv).argmax(1) == ys).sum())
     assert still <= 17, still  # measured 12 of 30 (seeds 1, 2: 9, 13)
-    assert bool((attack.query_counts <= 200).all())
+    assert bool((out.queries <= 200).all())
 
 
 def test_config_validation_and_autoattack_membership() -> None:

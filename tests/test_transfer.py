@@ -69,23 +69,24 @@ def transferred(bnn_and_data):
     model, x, y, correct = bnn_and_data
     attack = attack_for_target("transfer", "resnet20_bnn")
     x0, y0 = x[correct], y[correct]
-    x_adv = attack(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
+    out = attack.output(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))
+    x_adv = out.x_adv
     with torch.no_grad():
         still = model(x_adv).argmax(1) == y0
-    return attack, x0, y0, x_adv, still
+    return attack, out, x0, y0, x_adv, still
 
 
 def test_transfer_from_fp_breaks_bnn(bnn_and_data, transferred, trained_fp):
     model, x, y, correct = bnn_and_data
-    attack, x0, y0, x_adv, still = transferred
+    attack, out, x0, y0, x_adv, still = transferred
     assert not attack.needs_gradients and attack.access == "labels"
     Linf(8 / 255).verify(x_adv, x0)
     clean, robust = int(correct.sum()) / N, int(still.sum()) / N
     # measured: clean 0.72, ACC* 0.58 with PGD (10 steps, all iterations) on resnet20_fp: FP -> BNN transfers weakly
     assert clean > 0.6
     assert robust <= clean - 0.08
-    assert bool((attack.query_counts == 1).all())  # one query per sample, never more
-    assert torch.equal(torch.isfinite(attack.min_distance), ~still)
+    assert bool((out.queries == 1).all())  # one query per sample, never more
+    assert torch.equal(torch.isfinite(out.min_distance), ~still)
     assert torch.equal(x_adv[still], x0[still])  # what did not transfer comes back as the original
     # the surrogate is the zoo's resnet20_fp (same weights as the shipped model), cached, on the images' device
     surrogate = attack.surrogate_model(x.device)
@@ -98,7 +99,7 @@ def test_transfer_from_fp_breaks_bnn(bnn_and_data, transferred, trained_fp):
 def test_full_iterations_transfer_better_than_early_exit(bnn_and_data, transferred):
     """Why early_exit=False is the default: PGD's first surrogate-misclassified iterate transfers far less."""
     model, _, _, _ = bnn_and_data
-    _, x0, y0, _, still = transferred
+    _, _, x0, y0, _, still = transferred
     attack = attack_for_target(get_attack("transfer", early_exit=True), "resnet20_bnn")
     assert attack.config_dict()["early_exit"] is True
     x_adv = attack(model, x0, y0, Linf(8 / 255), torch.Generator().manual_seed(0))

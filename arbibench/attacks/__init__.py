@@ -22,6 +22,7 @@ from arbibench.attacks.base import (
     TRANSFER,
     WHITE_BOX,
     Attack,
+    AttackOutput,
     access_group,
 )
 from arbibench.attacks.cw import CWLinf, CWLinfConfig
@@ -129,6 +130,7 @@ __all__ = [
     "Transfer",
     "TransferConfig",
     "Attack",
+    "AttackOutput",
     "Linf",
     "ThreatModel",
     "ThreatModelViolation",

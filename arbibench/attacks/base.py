@@ -1,16 +1,18 @@
 """The attack contract: a small configured object whose every result is verified before anyone can count it.
 
 An attack is a name, a frozen config dataclass (hashed by the store through :meth:`Attack.config_dict`), a flag
-saying whether it needs gradients, and :meth:`Attack.run`. Callers go through :meth:`Attack.__call__`, which
+saying whether it needs gradients, and :meth:`Attack.run`. Callers go through :meth:`Attack.output`, which
 validates the inputs, runs the attack and then checks the result against the threat model, so an out-of-budget
-perturbation raises instead of being reported as a success.
+perturbation raises instead of being reported as a success. It returns an :class:`AttackOutput`: the adversarial
+images and what the attack knows about them (queries per image, smallest perturbation found); ``attack(...)``
+(:meth:`Attack.__call__`) is the same call returning the images only.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import Any, ClassVar
 
 import torch
@@ -113,18 +115,38 @@ def most_likely_other_classes(logits: torch.Tensor, y: torch.Tensor, k: int) -> 
     return ranked[:, : min(k, logits.shape[1] - 1)]
 
 
+@dataclass(frozen=True)
+class AttackOutput:
+    """What an attack returns for one batch, verified against the threat model before anyone reads it.
+
+    The per-image fields travel with the images instead of being left on the attack object, so one attack object
+    can serve several batches at once (pooled query attacks, a remote worker) without one overwriting another.
+    """
+
+    x_adv: torch.Tensor  # adversarial images, detached, same shape as the input, inside the threat model
+    # int64 [N], black-box attacks only: queries at success (fooled within eps) or spent (the others)
+    queries: torch.Tensor | None = None
+    # float64 [N], attacks that search for the smallest adversarial perturbation (FAB, DeepFool, black-box):
+    # the smallest one found per image, measured in the threat model's norm, possibly beyond eps; inf where none
+    min_distance: torch.Tensor | None = None
+    discrepancies: int = 0  # query answers of the fused inference path the reference model contradicted
+    inference_note: str | None = None  # why the reference model answered the queries, when it did
+
+
 class Attack(ABC):
     """Base of all attacks. Subclasses set ``name``, ``family``, ``norms``, ``Config`` and implement :meth:`run`.
 
     ``family`` (one of :data:`FAMILIES`) and ``norms`` (the threat models the attack supports) are declared on the
     class, so the registry, the protocol and ``arbibench attacks list`` read them instead of guessing; a threat model
-    outside ``norms`` is refused in :meth:`__call__` before the attack runs.
+    outside ``norms`` is refused in :meth:`output` before the attack runs. Attacks that know the smallest
+    adversarial perturbation they found set ``reports_min_distance`` and implement :meth:`run_output`.
     """
 
     name: ClassVar[str] = ""
     family: ClassVar[str] = WHITE_BOX
     norms: ClassVar[tuple[str, ...]] = NORMS
     needs_gradients: ClassVar[bool] = True
+    reports_min_distance: ClassVar[bool] = False  # AttackOutput.min_distance is set (see run_output)
     Config: ClassVar[type] = NoConfig
     config: Any  # an instance of Config, frozen
 
@@ -177,7 +199,18 @@ class Attack(ABC):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
-        """Validated, verified attack: returns ``x_adv`` (detached, same shape) or raises."""
+        """Validated, verified attack: returns ``x_adv`` (detached, same shape) or raises; see :meth:`output`."""
+        return self.output(model, x, y, threat, generator).x_adv
+
+    def output(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> AttackOutput:
+        """Validated, verified attack: the adversarial images with the attack's per-image findings, or raises."""
         _validate_inputs(model, x, y, threat, generator)
         if threat.norm not in self.norms:
             raise ValueError(
@@ -187,13 +220,19 @@ class Attack(ABC):
             )
         x = x.detach()
         if x.shape[0] == 0:
-            return x.clone()
+            nothing = torch.zeros(0, dtype=torch.int64)
+            return AttackOutput(
+                x.clone(),
+                queries=None if self.family == WHITE_BOX else nothing,
+                min_distance=nothing.double() if self.reports_min_distance else None,
+            )
         modes = [m.training for m in model.modules()] if isinstance(model, nn.Module) else []
-        x_adv = self.run(model, x, y, threat, generator)
+        out = self.run_output(model, x, y, threat, generator)
         if isinstance(model, nn.Module) and [m.training for m in model.modules()] != modes:
             raise RuntimeError(f"attack {self.name!r} changed the model's train/eval mode; attacks must not")
-        threat.verify(x_adv, x)
-        return x_adv.detach()
+        threat.verify(out.x_adv, x)
+        _check_output(self, out, x.shape[0])
+        return replace(out, x_adv=out.x_adv.detach())
 
     @abstractmethod
     def run(
@@ -204,7 +243,34 @@ class Attack(ABC):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
-        """The attack itself on a non-empty, validated batch; callers use ``__call__``, which verifies."""
+        """The attack itself on a non-empty, validated batch; callers use :meth:`output`, which verifies."""
+
+    def run_output(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> AttackOutput:
+        """:meth:`run` with the attack's per-image findings; attacks that have some override this one."""
+        return AttackOutput(self.run(model, x, y, threat, generator))
+
+
+def _check_output(attack: Attack, out: AttackOutput, n: int) -> None:
+    """The per-image fields hold one entry per image, and ``min_distance`` is there iff the attack declares it."""
+    if (out.min_distance is not None) != attack.reports_min_distance:
+        raise RuntimeError(
+            f"attack {attack.name!r} {'did not report' if attack.reports_min_distance else 'reported'} min_distance, "
+            f"but its reports_min_distance is {attack.reports_min_distance}"
+        )
+    per_image = (("queries", out.queries, torch.int64), ("min_distance", out.min_distance, torch.float64))
+    for field_name, value, dtype in per_image:
+        if value is not None and (value.shape != (n,) or value.dtype != dtype):
+            raise RuntimeError(
+                f"attack {attack.name!r} returned {field_name} as {value.dtype} {tuple(value.shape)}, "
+                f"expected {dtype} ({n},)"
+            )
 
 
 def _validate_inputs(

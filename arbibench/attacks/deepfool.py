@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbibench.attacks.base import Attack, predict, require_int
+from arbibench.attacks.base import Attack, AttackOutput, predict, require_int
 from arbibench.attacks.threat import Linf, ThreatModel
 
 
@@ -66,6 +66,7 @@ class DeepFool(Attack):
 
     name = "deepfool"
     needs_gradients = True
+    reports_min_distance = True
     Config = DeepFoolConfig
     config: DeepFoolConfig
 
@@ -77,8 +78,21 @@ class DeepFool(Attack):
         threat: ThreatModel,
         generator: torch.Generator,  # unused: DeepFool is deterministic
     ) -> torch.Tensor:
+        return self.run_output(model, x, y, threat, generator).x_adv
+
+    def run_output(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> AttackOutput:
+        """The budgeted point, and the distance of the unbudgeted one where it fools (possibly beyond eps)."""
         found, fooled = self.search(model, x, y, isinstance(threat, Linf))
-        return budgeted(threat, found, fooled, x)
+        distance = threat.distance(found.double(), x.double())
+        min_distance = torch.where(fooled.to(distance.device), distance, math.inf).cpu()
+        return AttackOutput(budgeted(threat, found, fooled, x), min_distance=min_distance)
 
     def search(
         self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, linf: bool

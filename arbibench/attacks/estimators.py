@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from arbibench.attacks.base import Attack, predict
+from arbibench.attacks.base import Attack, AttackOutput, predict
 from arbibench.attacks.threat import ThreatModel
 from arbibench.nn.quantizers import SignQuantizer, canonical_surrogate, use_surrogate
 
@@ -167,6 +167,7 @@ class EstimatedAttack(Attack):
         self.name = f"{attack.name}@{est.tag}"  # type: ignore[misc]
         self.needs_gradients = attack.needs_gradients  # type: ignore[misc]
         self.family, self.norms = attack.family, attack.norms  # type: ignore[misc]
+        self.reports_min_distance = attack.reports_min_distance  # type: ignore[misc]
 
     @property
     def estimator(self) -> GradientEstimator:
@@ -186,8 +187,19 @@ class EstimatedAttack(Attack):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
+        return self.run_output(model, x, y, threat, generator).x_adv
+
+    def run_output(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> AttackOutput:
+        """The inner attack's output (its findings included), its gradients taken under the estimator."""
         with apply_estimator(model, self.estimator) as attacked:
-            return self.attack.run(attacked, x, y, threat, generator)
+            return self.attack.run_output(attacked, x, y, threat, generator)
 
 
 # Tried in order, each only where the previous ones all failed. The training-time STE first (the naive attack),

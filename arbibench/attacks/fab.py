@@ -34,7 +34,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbibench.attacks.base import Attack, most_likely_other_classes, predict, require_int, require_positive_float
+from arbibench.attacks.base import (
+    Attack,
+    AttackOutput,
+    most_likely_other_classes,
+    predict,
+    require_int,
+    require_positive_float,
+)
 from arbibench.attacks.threat import ThreatModel, _check_generator
 
 FAB_NORMS = ("Linf", "L2")
@@ -150,6 +157,7 @@ class FAB(Attack):
 
     name = "fab"
     needs_gradients = True
+    reports_min_distance = True
     Config = FABConfig
     config: FABConfig
 
@@ -161,6 +169,16 @@ class FAB(Attack):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
+        return self.run_output(model, x, y, threat, generator).x_adv
+
+    def run_output(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> AttackOutput:
         runs: list[tuple[torch.Tensor | None, bool]] = [(None, r > 0) for r in range(self.config.restarts)]
         return self._attack(model, x, y, threat, generator, runs, predict(model, x) != y)
 
@@ -174,9 +192,10 @@ class FAB(Attack):
         generator: torch.Generator,
         runs: list[tuple[torch.Tensor | None, bool]],
         fooled: torch.Tensor,
-    ) -> torch.Tensor:
+    ) -> AttackOutput:
         """One FAB run per entry of ``runs`` (targets or None, random start or not), each on the samples not yet
-        fooled within eps; keeps the smallest adversarial point per sample over all runs."""
+        fooled within eps; keeps the smallest adversarial point per sample over all runs, and reports its distance
+        (``min_distance``, also beyond eps) with the budgeted result."""
         norm = threat.norm
         if norm not in FAB_NORMS:
             raise ValueError(f"{self.name} supports the {' and '.join(FAB_NORMS)} threat models, not {norm}")
@@ -200,7 +219,8 @@ class FAB(Attack):
         # Measured as verify() measures: float64 on the flattened difference.
         exact = threat.distance(best.double(), x.double())
         within = _view(exact <= threat.eps, x)
-        return torch.where(within, best, threat.project(best, x))
+        min_distance = torch.where(torch.isfinite(best_norm), exact, math.inf).cpu()
+        return AttackOutput(torch.where(within, best, threat.project(best, x)), min_distance=min_distance)
 
     @staticmethod
     def _random_start(x: torch.Tensor, radius: torch.Tensor, norm: str, generator: torch.Generator) -> torch.Tensor:
@@ -292,14 +312,14 @@ class FABT(FAB):
     Config = FABTConfig
     config: FABTConfig
 
-    def run(
+    def run_output(
         self,
         model: nn.Module,
         x: torch.Tensor,
         y: torch.Tensor,
         threat: ThreatModel,
         generator: torch.Generator,
-    ) -> torch.Tensor:
+    ) -> AttackOutput:
         cfg = self.config
         with torch.no_grad():
             clean = model(x)

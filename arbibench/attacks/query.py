@@ -25,13 +25,20 @@ the same seed.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from arbibench.attacks.base import SCORE_BASED, Attack, _validate_inputs, require_choice, require_int
+from arbibench.attacks.base import (
+    SCORE_BASED,
+    Attack,
+    AttackOutput,
+    _check_output,
+    _validate_inputs,
+    require_choice,
+    require_int,
+)
 from arbibench.attacks.threat import ThreatModel
 from arbibench.nn.fused import inference_model
 
@@ -238,21 +245,15 @@ class QueryModel:
 class BlackBoxAttack(Attack):
     """Base of score- and decision-based attacks: :meth:`attack` sees a :class:`QueryModel`, never the model.
 
-    After each call, ``query_counts`` holds per sample the queries at success (for samples fooled within eps) or
-    the queries spent (for the others), and ``min_distance`` the smallest adversarial perturbation the attack
-    found (``inf`` where none was found); the runner stores both. Subclasses' configs need ``max_queries``.
+    Its :class:`~arbibench.attacks.base.AttackOutput` carries per image the queries at success (for images fooled
+    within eps) or the queries spent (for the others), and the smallest adversarial perturbation the attack found
+    (``inf`` where none was found); the runner stores both. Subclasses' configs need ``max_queries``.
     """
 
     family: ClassVar[str] = SCORE_BASED
     needs_gradients: ClassVar[bool] = False
+    reports_min_distance: ClassVar[bool] = True
     access: ClassVar[str] = "scores"
-
-    def __init__(self, config: Any | None = None, **params: Any) -> None:
-        super().__init__(config, **params)
-        self.query_counts: torch.Tensor | None = None
-        self.min_distance: torch.Tensor | None = None
-        self.discrepancies = 0
-        self.inference_note: str | None = None
 
     def run(
         self,
@@ -262,12 +263,19 @@ class BlackBoxAttack(Attack):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
-        self.query_counts, self.min_distance = None, None
+        return self.run_output(model, x, y, threat, generator).x_adv
+
+    def run_output(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        threat: ThreatModel,
+        generator: torch.Generator,
+    ) -> AttackOutput:
         oracle = QueryModel(model, x, y, threat, access=self.access, max_queries=self.config.max_queries)
-        result: BlackBoxResult = drive(self._steps_with_bookkeeping(oracle, x, y, threat, generator), oracle.answer)
-        self.query_counts, self.min_distance = result.query_counts, result.min_distance
-        self.discrepancies, self.inference_note = result.discrepancies, result.inference_note
-        return result.x_adv
+        output: AttackOutput = drive(self._steps_with_bookkeeping(oracle, x, y, threat, generator), oracle.answer)
+        return output
 
     def session(
         self,
@@ -277,17 +285,18 @@ class BlackBoxAttack(Attack):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> QuerySteps:
-        """The attack on one batch as query steps (for :func:`run_pooled`), returning a :class:`BlackBoxResult`.
+        """The attack on one batch as query steps (for :func:`run_pooled`), returning an ``AttackOutput``.
 
-        The same checks as :meth:`Attack.__call__`: inputs validated, the result verified against the threat model.
+        The same checks as :meth:`Attack.output`: inputs validated, the result verified against the threat model.
         The steps' requests must be answered with ``forward_queries(inference_model(model)[0], request)``.
         """
         _validate_inputs(model, x, y, threat, generator)
         x = x.detach()
         oracle = QueryModel(model, x, y, threat, access=self.access, max_queries=self.config.max_queries)
-        result = yield from self._steps_with_bookkeeping(oracle, x, y, threat, generator)
-        threat.verify(result.x_adv, x)
-        return result
+        output: AttackOutput = yield from self._steps_with_bookkeeping(oracle, x, y, threat, generator)
+        threat.verify(output.x_adv, x)
+        _check_output(self, output, x.shape[0])
+        return output
 
     def _steps_with_bookkeeping(
         self, oracle: QueryModel, x: torch.Tensor, y: torch.Tensor, threat: ThreatModel, generator: torch.Generator
@@ -298,12 +307,12 @@ class BlackBoxAttack(Attack):
         min_distance = found[0] if found else torch.where(
             fooled_within, threat.distance(x_adv, x).cpu().double(), torch.inf
         )
-        return BlackBoxResult(
+        return AttackOutput(
             x_adv.detach(),
-            torch.where(fooled_within, oracle.success_queries, oracle.queries),
-            min_distance,
-            oracle.discrepancies,
-            oracle.inference_note,
+            queries=torch.where(fooled_within, oracle.success_queries, oracle.queries),
+            min_distance=min_distance,
+            discrepancies=oracle.discrepancies,
+            inference_note=oracle.inference_note,
         )
 
     def attack(
@@ -315,10 +324,7 @@ class BlackBoxAttack(Attack):
         generator: torch.Generator,
     ) -> torch.Tensor:
         """Return ``x_adv`` within ``threat`` (the originals where no adversarial within eps was found)."""
-        found: list[torch.Tensor] = []
-        x_adv: torch.Tensor = drive(self.steps(oracle, x, y, threat, generator, found), oracle.answer)
-        if found:
-            self.min_distance = found[0]
+        x_adv: torch.Tensor = drive(self.steps(oracle, x, y, threat, generator, []), oracle.answer)
         return x_adv
 
     def steps(
@@ -334,24 +340,10 @@ class BlackBoxAttack(Attack):
 
         Decision-based attacks that search beyond eps append the smallest perturbation they found per sample to
         ``min_distance`` before returning. A subclass that implements only :meth:`attack` (blocking oracle calls)
-        still works everywhere; its batches just never share a forward batch.
+        still works everywhere; its batches just never share a forward batch, and its ``min_distance`` is the
+        distance of its result where that fools within eps (an attack that searches beyond eps implements this).
         """
         if type(self).attack is BlackBoxAttack.attack:
             raise NotImplementedError(f"{type(self).__name__} implements neither steps() nor attack()")
-        self.min_distance = None
-        x_adv = self.attack(oracle, x, y, threat, generator)
-        if self.min_distance is not None:
-            min_distance.append(self.min_distance)
-        return x_adv
+        return self.attack(oracle, x, y, threat, generator)
         yield  # a generator, though it never asks for a pooled forward
-
-
-@dataclass(frozen=True)
-class BlackBoxResult:
-    """What a black-box attack on one batch produces, for the runner to verify and store."""
-
-    x_adv: torch.Tensor
-    query_counts: torch.Tensor  # queries at success (fooled within eps) or spent (the others), per sample
-    min_distance: torch.Tensor  # smallest adversarial perturbation found per sample, inf where none
-    discrepancies: int  # fused answers the reference model contradicted
-    inference_note: str | None  # why the reference model answered the queries, when it did

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from arbibench.attacks import Attack, ThreatModel
-from arbibench.attacks.query import BlackBoxAttack, BlackBoxResult
+from arbibench.attacks import Attack, AttackOutput, ThreatModel
 from arbibench.evaluation.inputs import check_finite_logits
 
 
@@ -63,16 +62,15 @@ def compute_batch(
         with torch.no_grad():
             logits = model(xb)
         check_finite_logits(logits, f"clean pass, batch {batch_index}")
-        return outcome_columns(model, threat, "clean", batch_index, xb, yb, logits.argmax(1) == yb, None, None)
+        return outcome_columns(model, threat, "clean", batch_index, xb, yb, logits.argmax(1) == yb, None)
     if clean_correct is None:
         raise ValueError(f"batch {batch_index} of {attack.name} needs the clean outcomes of its images")
     clean_ok = clean_correct.to(device=device, dtype=torch.bool)
     attacked = clean_ok.nonzero().flatten()
-    x_adv = None
+    output = None
     if len(attacked):
-        x_adv = attack(model, xb[attacked], yb[attacked], threat, batch_generator(seed, batch_index))
-    result = attack if isinstance(attack, BlackBoxAttack) else None
-    return outcome_columns(model, threat, attack.name, batch_index, xb, yb, clean_ok, x_adv, result)
+        output = attack.output(model, xb[attacked], yb[attacked], threat, batch_generator(seed, batch_index))
+    return outcome_columns(model, threat, attack.name, batch_index, xb, yb, clean_ok, output)
 
 
 def outcome_columns(
@@ -83,17 +81,20 @@ def outcome_columns(
     x: torch.Tensor,
     y: torch.Tensor,
     clean_ok: torch.Tensor,
-    x_adv: torch.Tensor | None,
-    result: BlackBoxAttack | BlackBoxResult | None,
+    output: AttackOutput | None,
 ) -> BatchOutcome:
-    """Verify ``x_adv`` (the attacked images' adversarials) on the reference model and build the batch's columns.
+    """Verify ``output`` (the attack's output for the images ``clean_ok`` marks) on the reference model and build
+    the batch's columns.
 
-    The reference model decides, whatever answered the attack's queries; nothing unverified is ever counted."""
+    The reference model decides, whatever answered the attack's queries; nothing unverified is ever counted.
+    Only a query attack's output (``queries`` set) brings its ``min_distance`` into the store: a white-box
+    attack's perturbation column stays the distance of the images it returned."""
     adv_ok = clean_ok.clone()
     pert = torch.zeros(len(y), device=x.device)
     queries: list[int | None] | None = None
     discrepancies, note = 0, None
-    if x_adv is not None:
+    if output is not None:
+        x_adv = output.x_adv
         attacked = clean_ok.nonzero().flatten()
         x0, y0 = x[attacked], y[attacked]
         threat.verify(x_adv, x0)
@@ -102,15 +103,16 @@ def outcome_columns(
         check_finite_logits(logits, f"{name} adversarial examples, batch {batch_index}")
         adv_ok[attacked] = logits.argmax(1) == y0
         pert[attacked] = threat.distance(x_adv, x0).to(pert.dtype)
-        if result is not None and result.query_counts is not None:
+        if output.queries is not None:
             # smallest adversarial perturbation found (decision-based attacks may find one beyond eps: the
             # sample then stays robust at this eps, and its distance is kept for other eps)
-            min_distance = result.min_distance
-            assert min_distance is not None  # set with query_counts by every black-box run
+            min_distance = output.min_distance
+            if min_distance is None:
+                raise RuntimeError(f"{name} reported query counts without min_distance (batch {batch_index})")
             found = torch.isfinite(min_distance)
             pert[attacked[found]] = min_distance[found].to(pert)
             queries = [None] * len(y)
-            for i, q in zip(attacked.tolist(), result.query_counts.tolist(), strict=True):
+            for i, q in zip(attacked.tolist(), output.queries.tolist(), strict=True):
                 queries[i] = int(q)
-            discrepancies, note = result.discrepancies, result.inference_note
+            discrepancies, note = output.discrepancies, output.inference_note
     return BatchOutcome(batch_index, clean_ok.tolist(), adv_ok.tolist(), pert.tolist(), queries, discrepancies, note)

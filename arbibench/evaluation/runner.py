@@ -218,17 +218,16 @@ def _run_pooled(
             started[b] = (batch, time.perf_counter())
             if len(batch.attacked) == 0:
                 outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok,
-                                          None, None)
+                                          None)
                 commit_outcome(ctx, key, outcome, 0.0)
                 progress.advance(task, len(batch.y))
                 continue
             yield b, attack.session(ctx.model, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
 
-    for b, result in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=ctx.batch_size):
+    for b, output in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=ctx.batch_size):
         batch, t0 = started.pop(b)
         # seconds: wall time from the batch's start to its commit (pooled batches overlap, so they do not add up)
-        outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok,
-                                  result.x_adv, result)
+        outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
         commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
         progress.advance(task, len(batch.y))
 
