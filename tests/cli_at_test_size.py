@@ -15,7 +15,6 @@ import functools
 import sys
 from dataclasses import replace
 
-import arbibench.cli as cli_module
 import arbibench.protocol.presets as protocol_module
 import arbibench.train as train_module
 from arbibench.cli import app
@@ -51,10 +50,8 @@ def tiny_recipe(method: str, *, paper: bool = False, kind: str = "finetune") -> 
 
 
 if __name__ == "__main__":
+    # the commands look these up on their modules when they run (arbibench/protocol/cli.py, arbibench/train/cli.py)
     protocol_module.get_protocol = tiny_protocol
     train_module.default_recipe = tiny_recipe
     train_module.train = functools.partial(train_module.train, eval_examples=EVAL_EXAMPLES)
-    # the command module binds both names at import: shrink them there too
-    cli_module.default_recipe = tiny_recipe
-    cli_module.run_training = train_module.train
     app(sys.argv[1:], prog_name="arbibench")

@@ -1,8 +1,9 @@
 """The package's import graph: no circles, arrows only downward through the layers, and no import hidden inside a
 function except to save start-up time (each says so with a ``# start-up:`` comment).
 
-Layers, lowest first: cards/faults (stdlib only), data, nn, models, attacks, evaluation and train, protocol,
-leaderboard, cli. A module may import its own layer and the layers below it, never one above.
+Layers, lowest first: cards/faults (stdlib only) and terminal (the commands' console), data, nn, models, attacks,
+evaluation and train, protocol, leaderboard, cli. A module may import its own layer and the layers below it, never
+one above.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "arbibench"
 LAYERS: dict[str, int] = {
     "arbibench.cards": 0,
     "arbibench.faults": 0,
+    "arbibench.terminal": 0,
     "arbibench.version": 0,
     "arbibench.data": 1,
     "arbibench.nn": 2,

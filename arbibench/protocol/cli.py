@@ -7,25 +7,15 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from arbibench.attacks import parse_eps
 from arbibench.cards import parse_card, read_card_json
 from arbibench.data.datasets import load_dataset
-from arbibench.data.download import DownloadError
-from arbibench.evaluation.backends import (
-    ADDRESS_HELP,
-    BACKEND_HELP,
-    WORKER_THREADS_HELP,
-    WORKERS_HELP,
-    Backend,
-    get_backend,
-)
+from arbibench.evaluation.backends import ADDRESS_HELP, BACKEND_HELP, WORKER_THREADS_HELP, WORKERS_HELP
+from arbibench.evaluation.cli import USER_ERRORS, open_backend
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.model_card import (
     card_path,
@@ -34,7 +24,7 @@ from arbibench.evaluation.model_card import (
     write_corruption_card,
     write_protocol_card,
 )
-from arbibench.evaluation.store import ResultStore, StoreError
+from arbibench.evaluation.store import ResultStore
 from arbibench.models.zoo import load_model, zoo_rows
 from arbibench.protocol import presets
 from arbibench.protocol.corruptions import run_corruption_protocol
@@ -47,27 +37,7 @@ from arbibench.protocol.report import (
     summary_table,
 )
 from arbibench.protocol.run import protocol_findings, run_protocol, sweep_eps
-
-USER_ERRORS = (ValueError, TypeError, OSError, DownloadError, StoreError)  # OSError: disk full, read-only folder
-console = Console()
-
-
-def fail(e: Exception) -> NoReturn:
-    """Print a user error (no traceback) and exit with status 2."""
-    console.print(f"[bold red]error:[/] {escape(str(e))}")  # escaped: a message may hold brackets ('arbibench[ray]')
-    raise typer.Exit(2)
-
-
-def open_backend(
-    backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
-) -> Backend | None:
-    """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
-    try:
-        return get_backend(backend, address=address, workers=workers, worker_threads=worker_threads,
-                           model_dir=model_dir)
-    except USER_ERRORS as e:
-        fail(e)
-
+from arbibench.terminal import console, fail
 
 protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
 

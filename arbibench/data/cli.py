@@ -1,0 +1,71 @@
+"""``arbibench corruptions generate|download``: the data package owns its CIFAR-10-C commands; ``arbibench/cli.py``
+only wires them in."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.progress import Progress
+
+from arbibench.data.cifar10c import CORRUPTIONS, download_cifar10c
+from arbibench.data.corruptions.generate import generate_cifar10c
+from arbibench.data.corruptions.grid import corruption_grid
+from arbibench.data.download import DownloadError
+from arbibench.terminal import USER_ERRORS, console, fail
+
+DATA_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, DownloadError, FileExistsError)
+
+corruptions_app = typer.Typer(
+    help="CIFAR-10-C common corruptions: regenerate them from CIFAR-10 or download the official files.",
+    no_args_is_help=True,
+)
+
+
+@corruptions_app.command("generate")
+def corruptions_generate(
+    n_examples: int = typer.Option(1000, "--n-examples", "-n", help="First N CIFAR-10 test images (10000: all)."),
+    seed: int = typer.Option(0, help="Seed of the random corruptions; the same seed gives the same bytes."),
+    data_dir: Path | None = typer.Option(None, help="Data folder holding CIFAR-10; default $ARBIBENCH_DATA or "
+                                         "~/.cache/arbibench. The set goes to DATA_DIR/CIFAR-10-C."),
+    out: Path | None = typer.Option(None, help="Write the set here instead of DATA_DIR/CIFAR-10-C."),
+    corruptions: str = typer.Option("all", help="Comma-separated corruption names, or 'all' (the 15)."),
+    grid: Path | None = typer.Option(None, help="Also write a PNG grid of two images per corruption and severity."),
+    force: bool = typer.Option(False, help="Regenerate even if the folder already holds this seed and N."),
+) -> None:
+    """Regenerate CIFAR-10-C (15 corruptions x 5 severities, the CIFAR-C severity table of Hendrycks & Dietterich)
+    from the real CIFAR-10 test set, in the official layout; everything made from it is labelled "regenerated"."""
+    names = list(CORRUPTIONS) if corruptions.strip() == "all" else [c.strip() for c in corruptions.split(",")]
+    t0 = time.perf_counter()
+    try:
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("corrupting", total=5 * len(names))
+            folder, manifest = generate_cifar10c(
+                n_examples, seed=seed, data_dir=data_dir, out=out, corruptions=[n for n in names if n], force=force,
+                on_cell=lambda name, s, n: bar.update(task, advance=1, description=f"{name} {s}"),
+            )
+        if grid is not None:
+            grid_data = data_dir if out is None else None
+            if out is not None and out.name != "CIFAR-10-C":
+                raise ValueError("--grid reads DATA_DIR/CIFAR-10-C; use it without --out or name --out CIFAR-10-C")
+            console.print(f"wrote {corruption_grid(grid, grid_data if out is None else out.parent)}")
+    except DATA_ERRORS as e:
+        fail(e)
+    took = time.perf_counter() - t0
+    console.print(
+        f"regenerated CIFAR-10-C in {folder}: {len(manifest['corruptions'])} corruptions x 5 severities x "
+        f"{manifest['n_examples']} images, seed {manifest['seed']} "
+        + (f"({manifest['seconds']:.0f} s)" if took > 1 else "(already there; --force to redo)")
+    )
+
+
+@corruptions_app.command("download")
+def corruptions_download(
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """Download the official CIFAR-10-C (2.9 GB, Zenodo record 2535967), verify its MD5, extract it atomically."""
+    try:
+        console.print(f"official CIFAR-10-C in {download_cifar10c(data_dir)}")
+    except DATA_ERRORS as e:
+        fail(e)

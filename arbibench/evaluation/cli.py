@@ -1,0 +1,176 @@
+"""``arbibench eval`` and ``arbibench import``: the evaluation package owns the commands that evaluate a model and
+bring one in, and the pieces every evaluating command shares (its user errors, ``--backend``); ``arbibench/cli.py``
+only wires them in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from arbibench.attacks import attacks_from_spec, parse_eps
+from arbibench.attacks.cli import SPEC_HELP
+from arbibench.data.download import DownloadError
+from arbibench.evaluation.backends import (
+    ADDRESS_HELP,
+    BACKEND_HELP,
+    WORKER_THREADS_HELP,
+    WORKERS_HELP,
+    Backend,
+    get_backend,
+)
+from arbibench.evaluation.benchmark import benchmark
+from arbibench.evaluation.model_import import import_checkpoint
+from arbibench.evaluation.store import StoreError
+from arbibench.models.importers import PickleRefusedError
+from arbibench.terminal import USER_ERRORS as BASE_ERRORS
+from arbibench.terminal import console, fail
+
+# what eval, import and the protocol commands report as one line instead of a traceback
+USER_ERRORS: tuple[type[Exception], ...] = (*BASE_ERRORS, DownloadError, StoreError)
+IMPORT_ERRORS: tuple[type[Exception], ...] = (PickleRefusedError, *USER_ERRORS)
+
+
+def open_backend(
+    backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
+) -> Backend | None:
+    """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
+    try:
+        return get_backend(backend, address=address, workers=workers, worker_threads=worker_threads,
+                           model_dir=model_dir)
+    except USER_ERRORS as e:
+        fail(e)
+
+
+def eval_(
+    model: str = typer.Option(..., "--model", "-m", help="Zoo model name (see `arbibench zoo list`)."),
+    attacks: str = typer.Option(
+        "fgsm,pgd",
+        help="White-box fgsm, pgd, mifgsm, cw_linf, apgd_ce, autoattack, ...; black-box transfer, square, simba, nes, "
+        "hsja, rays. " + SPEC_HELP,
+    ),
+    n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Number of test images."),
+    eps: str = typer.Option("8/255", help="Perturbation budget, e.g. 8/255 or 0.5."),
+    threat_model: str = typer.Option("Linf", "--threat-model", "-t", help="Linf or L2."),
+    dataset: str = typer.Option("cifar10", help="cifar10 or imagenet."),
+    batch_size: int = typer.Option(200, help="Images per batch (one store transaction each)."),
+    seed: int = typer.Option(0, help="Seed of the attacks' random starts."),
+    subset_seed: int | None = typer.Option(
+        None, help="Draw the images at random with this seed instead of taking the first N."
+    ),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite results store; reruns resume from it."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the result as JSON to this file."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    checks: bool = typer.Option(True, help="Run the gradient-masking checks after the attacks and show their flags."),
+    model_dir: Path | None = typer.Option(
+        None, help="Checkpoint folder: ImageNet weights you bring, or the folder `arbibench import` wrote into."
+    ),
+    model_info: Path | None = typer.Option(None, help="Also write the model card under this folder."),
+    eps_star: str = typer.Option(
+        "",
+        help="Comma-separated attacks for the smallest adversarial perturbation per image (eps*), e.g. apgd_ce,fab: "
+        "median eps* with its 95% interval and the robust-accuracy-vs-eps curve (in --json and the card).",
+    ),
+    eps_star_max: str | None = typer.Option(None, help="Largest eps the eps* search tries; default 2 x --eps."),
+    eps_star_rounds: int = typer.Option(6, help="Bisection rounds of the eps* search (resolution eps_max / 2^rounds)."),
+    backend: str = typer.Option("local", help=BACKEND_HELP),
+    address: str | None = typer.Option(None, help=ADDRESS_HELP),
+    workers: int | None = typer.Option(None, help=WORKERS_HELP),
+    worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
+) -> None:
+    """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.
+
+    Only correctly classified images are attacked; every adversarial batch is verified against the threat model
+    before it counts, and each finished batch is committed to the store, so an interrupted run resumes.
+    """
+    try:
+        attack_objs = attacks_from_spec(attacks)
+    except ValueError as e:
+        fail(ValueError(f"--attacks {attacks!r}: {e}"))
+    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
+    try:
+        result = benchmark(
+            model,
+            n_examples,
+            dataset,
+            threat_model,
+            parse_eps(eps),
+            attack_objs,
+            data_dir=data_dir,
+            device=device,
+            batch_size=batch_size,
+            seed=seed,
+            subset_seed=subset_seed,
+            store=store,
+            console=console,
+            checks=checks,
+            model_dir=model_dir,
+            to_disk=model_info is not None,
+            model_info=model_info or "model_info",
+            eps_star=[a.strip() for a in eps_star.split(",") if a.strip()],
+            eps_star_max=None if eps_star_max is None else parse_eps(eps_star_max),
+            eps_star_rounds=eps_star_rounds,
+            backend=runner_backend,
+        )
+    except USER_ERRORS as e:
+        fail(e)
+    finally:
+        if runner_backend is not None:
+            runner_backend.close()
+    console.print(result.table())
+    for note in result.notes:
+        console.print(f"note: {note}")
+    for flag, meaning in result.flags.items():
+        console.print(f"[yellow]flag {flag}[/]: {meaning}")
+    if json_out is not None:
+        console.print(f"wrote {result.save_json(json_out)}")
+
+
+def import_(
+    checkpoint: Path = typer.Argument(..., help="The paper's checkpoint file (.pth.tar, .pth, .pt, .th, .tar)."),
+    source: str = typer.Option(
+        ..., "--from", help="Whose file it is: recu, rbnn, siman, biper, irnet, reactnet (README: supported sources)."
+    ),
+    arch: str = typer.Option(..., help="Its architecture, e.g. resnet20, resnet20_bireal (rbnn), resnet18_imagenet."),
+    name: str = typer.Option(..., help="The name to evaluate it under (must not be a zoo model's)."),
+    model_dir: Path | None = typer.Option(
+        None, help="User model folder to write into; default $ARBIBENCH_MODELS or ~/.cache/arbibench/models."
+    ),
+    trust_pickle: bool = typer.Option(
+        False,
+        "--trust-pickle",
+        help="Read the pickle file with torch.load(weights_only=True, map_location='cpu'): PyTorch's restricted "
+        "unpickler, which builds only tensors and plain containers. Without it no pickle is read.",
+    ),
+    freq: float | None = typer.Option(
+        None, help="BiPer only: the frequency omega of sign(sin(omega w)); the file does not hold it."
+    ),
+    expect_acc: float | None = typer.Option(
+        None, help="The paper's top-1 (%); a measured clean accuracy more than 2 points away is an error."
+    ),
+    n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Test images of the clean-accuracy check."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    overwrite: bool = typer.Option(False, help="Replace a model of the same name in --model-dir."),
+) -> None:
+    """Import a published BNN's own checkpoint: convert it, check its clean accuracy, write safetensors + card.
+
+    Then `arbibench eval --model NAME --model-dir DIR` (and benchmark(), protocol run, zoo list) use it like a zoo
+    model. Nothing is written when a check fails.
+    """
+    options = {} if freq is None else {"freq": freq}
+    try:
+        card_path = import_checkpoint(
+            source, checkpoint, arch, name, model_dir, trust_pickle=trust_pickle, options=options,
+            expect_acc=expect_acc, n_examples=n_examples, data_dir=data_dir, overwrite=overwrite,
+        )
+    except IMPORT_ERRORS as e:
+        fail(e)
+
+    card = json.loads(card_path.read_text())
+    console.print(
+        f"imported {card['source']} {card['official_model']} as [bold]{name}[/]: clean accuracy "
+        f"{100 * card['clean_acc']:.2f}% on the first {card['clean_acc_n_examples']} test images "
+        f"(paper: {card['paper_acc']}%); wrote {card_path} and {card['checkpoint']}"
+    )

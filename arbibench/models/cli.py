@@ -1,0 +1,51 @@
+"""``arbibench zoo list``: the model zoo owns its command; ``arbibench/cli.py`` only wires it in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from arbibench.models.zoo import zoo_rows
+from arbibench.terminal import USER_ERRORS, console, fail
+
+zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
+
+
+@zoo_app.command("list")
+def zoo_list(
+    dataset: str | None = typer.Option(None, help="Only this dataset's models (cifar10, imagenet); default: all."),
+    model_dir: Path | None = typer.Option(
+        None, help="Folder to look for checkpoints and imported models in; default: the package's checkpoint folder "
+        "(imported models: the user model folder)."
+    ),
+) -> None:
+    """List the zoo: name, dataset, method, backbone, parameters, clean accuracy and whether the checkpoint is present.
+
+    Models registered but not shipped (the ImageNet ResNet-18s) show "not shipped"; put your own
+    <name>.safetensors in --model-dir (and pass model_dir= to load_model) to use them.
+    """
+    try:
+        rows = zoo_rows(model_dir, dataset)
+    except USER_ERRORS as e:
+        fail(e)
+    table = Table(title="arbibench model zoo")
+    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "checkpoint present"):
+        table.add_column(col, no_wrap=col == "name")
+    for row in rows:
+        acc = "-" if row["clean_acc"] is None else f"{100 * row['clean_acc']:.2f}%"
+        if row["shipped"]:
+            present = "yes" if row["present"] else "[red]missing[/]"
+        else:
+            present = "yes (user file)" if row["present"] else "not shipped"
+        if row["source"] != "arbibench":
+            present = "yes (imported)" if row["present"] else "[red]missing[/]"
+        table.add_row(
+            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, present
+        )
+    console.print(table)
+    console.print(
+        "clean accuracy: on the 10,000 test images, from each model card (imported models: on the first test "
+        "images of the import check). source: arbibench's zoo, or the paper whose checkpoint was imported."
+    )

@@ -1,0 +1,24 @@
+"""The console every ``arbibench`` command prints to, and the one way a command reports a user error.
+
+It sits below every package, so each package's ``cli.py`` (data, models, evaluation, train, protocol) prints and
+fails the same way without importing a layer above it.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+# Errors a command reports as one line instead of a traceback; each package's cli adds its own (DownloadError,
+# StoreError). OSError: disk full, read-only folder.
+USER_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OSError)
+console = Console()
+
+
+def fail(e: Exception) -> NoReturn:
+    """Print a user error (no traceback) and exit with status 2."""
+    console.print(f"[bold red]error:[/] {escape(str(e))}")  # escaped: a message may hold brackets ('arbibench[ray]')
+    raise typer.Exit(2)

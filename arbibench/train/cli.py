@@ -1,0 +1,79 @@
+"""``arbibench train``: the training recipes own their command; ``arbibench/cli.py`` only wires it in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+import arbibench.train as training
+from arbibench.data.download import DownloadError
+from arbibench.faults import fault_point
+from arbibench.models.zoo import export_checkpoint
+from arbibench.terminal import USER_ERRORS, console, fail
+
+TRAIN_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, DownloadError)
+
+
+def train(
+    arch: str = typer.Option("resnet20", help="Backbone architecture."),
+    method: str = typer.Option(
+        "fp", help="Method preset: fp, bnn, xnor, dorefa, bireal, irnet, reactnet, xnorpp."
+    ),
+    recipe_kind: str = typer.Option(
+        "finetune",
+        "--recipe",
+        help="finetune: cross-entropy from the FP twin's weights; kd: few-epoch two-step distillation from the FP "
+        "twin (binary activations first, then binary weights; ReActNet's distributional loss); at: fast adversarial "
+        "training at Linf 8/255 (FGSM from a random start) into <arch>_<method>_at, a BNN distilled from "
+        "<arch>_fp_at, PGD-10 checked after every epoch.",
+    ),
+    epochs: int | None = typer.Option(None, help="Epochs; default: the method's CPU recipe."),
+    out: Path = typer.Option(
+        Path("runs"), help="Folder for run folders; the run goes to OUT/<arch>_<method> (OUT/<arch>_<method>_at)."
+    ),
+    init_from: str | None = typer.Option(
+        None, help="Zoo model name or safetensors file whose matching tensors initialise the model."
+    ),
+    seed: int = typer.Option(0, help="Seed for initialisation, shuffling and augmentation."),
+    lr: float | None = typer.Option(None, help="Peak learning rate; default: the method's recipe."),
+    paper: bool = typer.Option(False, help="Use the long paper-length schedule (for a GPU)."),
+    data_dir: Path | None = typer.Option(None, help="CIFAR-10 folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    export: bool = typer.Option(
+        False, help="When done, write <arch>_<method>.safetensors and its model card to --zoo-dir."
+    ),
+    zoo_dir: Path | None = typer.Option(None, help="Where --export writes; default: the package's checkpoint folder."),
+) -> None:
+    """Train a zoo model on the real CIFAR-10 train set (random crop + flip), checkpointing every epoch.
+
+    Rerunning the same command resumes from the last finished epoch.
+    """
+    # The recipe and the training loop are looked up on the module, so a test can shrink them to test size.
+    try:
+        recipe = training.default_recipe(method, paper=paper, kind=recipe_kind)
+    except TRAIN_ERRORS as e:
+        fail(e)
+    recipe.arch, recipe.seed = arch, seed
+    if epochs is not None:
+        recipe.epochs = epochs
+    if lr is not None:
+        recipe.lr = lr
+    if init_from is not None:
+        recipe.init_from = str(init_from)
+    name = f"{arch}_{method}{training.AT_SUFFIX if recipe.adversarial else ''}"
+    run_dir = out / name
+    try:
+        summary = training.train(recipe, run_dir, data_dir, log=console.log)
+    except TRAIN_ERRORS as e:
+        fail(e)
+    console.print(
+        f"[bold]{name}[/]: clean accuracy {summary['clean_acc']:.4f} on the 10,000 test images "
+        f"({summary['train_time_s'] / 60:.1f} min of training)"
+    )
+    if export:
+        fault_point("train.export")  # crash tests kill here (arbibench.faults)
+        try:
+            card = export_checkpoint(run_dir, name, zoo_dir)
+        except TRAIN_ERRORS as e:
+            fail(e)
+        console.print(f"exported {card}")
