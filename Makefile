@@ -30,8 +30,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check arbibench tests benchmarks
 	$(VENV)/bin/mypy
 
+# Tests run one torch thread each (tests/conftest.py), so two pytest-xdist workers keep both cores of the 2-core CI
+# machine busy; --dist loadfile keeps each file's module fixtures (trained models, protocol runs) in one worker.
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The main job, first look: a BNN against its FP twin under three white-box and two black-box attacks on real
 # CIFAR-10 test images (the protocol's demo variant, 1.5 minutes on the idle 2-core development machine), with the

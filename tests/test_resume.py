@@ -13,14 +13,14 @@ import subprocess
 import sys
 import threading
 
-N, BATCH = 400, 20
+N, BATCH = 100, 10  # 10 clean, 10 FGSM and 10 PGD batches: the kill lands mid-attack with batches on both sides
 KILL_AFTER = 2  # PGD batches committed when the kill lands
 
 
 def _eval_cmd(store, out):
     return [
         sys.executable, "-m", "arbibench.cli", "eval", "--model", "resnet20_bnn", "--attacks", "fgsm,pgd",
-        "--n-examples", str(N), "--batch-size", str(BATCH), "--store", str(store), "--json", str(out),
+        "--n-examples", str(N), "--batch-size", str(BATCH), "--store", str(store), "--json", str(out), "--no-checks",
     ]  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, data_dir):
     os.mkfifo(pause / "resume")
     # clean pass and fgsm take N // BATCH commits each; pause right after the KILL_AFTER-th pgd commit
     point = f"store.commit.after@{2 * (N // BATCH) + KILL_AFTER}"
-    env = {**os.environ, "ARBIBENCH_DATA": str(data_dir)}
+    env = {**os.environ, "ARBIBENCH_DATA": str(data_dir), "OMP_NUM_THREADS": "1"}
     killed_store, killed_json = tmp_path / "killed.db", tmp_path / "killed.json"
     proc = subprocess.Popen(_eval_cmd(killed_store, killed_json), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**env, "ARBIBENCH_PAUSE": point, "ARBIBENCH_PAUSE_DIR": str(pause)})  # fmt: skip

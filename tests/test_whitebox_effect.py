@@ -2,7 +2,7 @@
 
 The protocol's sanity bar for a non-robust model: each iterative attack at Linf 8/255 (L2 0.5 for the L2-only
 CW-L2) leaves below 5% accuracy, and FGSM at least halves it. Attacks already measured on these 200 images in their
-own test files (APGD family, MI-FGSM, CW-Linf) are not repeated here.
+own test files (APGD family, MI-FGSM, CW-Linf, FAB-T) are not repeated here; untargeted FAB runs on the first 50.
 """
 
 import pytest
@@ -24,6 +24,7 @@ def fp_and_data(trained_fp, data_dir):
 
 
 def robust_accuracy(model, x, y, correct, attack, threat) -> float:
+    """Accuracy on all of ``x`` after attacking the correctly classified images."""
     x_adv = attack(model, x[correct], y[correct], threat, torch.Generator().manual_seed(0))
     with torch.no_grad():
         still = model(x_adv).argmax(1) == y[correct]
@@ -36,17 +37,22 @@ def robust_accuracy(model, x, y, correct, attack, threat) -> float:
         ("pgd", {}, Linf(8 / 255)),
         ("deepfool", {}, Linf(8 / 255)),
         ("cw_l2", {}, L2(0.5)),
-        ("fab_t", {"steps": 30, "n_target_classes": 3}, Linf(8 / 255)),  # fewer steps and targets: time
-        ("fab", {"steps": 30}, Linf(8 / 255)),  # untargeted: every logit's gradient per step, so fewer steps
         ("autoattack", {}, Linf(8 / 255)),
     ],
-    ids=["pgd", "deepfool", "cw_l2", "fab_t-30steps-3targets", "fab-30steps", "autoattack"],
 )
 def test_iterative_attack_breaks_fp_model(fp_and_data, name, params, threat):
     model, x, y, correct = fp_and_data
     clean = int(correct.sum()) / N
     assert clean > 0.85
     assert robust_accuracy(model, x, y, correct, get_attack(name, **params), threat) < 0.05
+
+
+def test_untargeted_fab_breaks_fp_model(fp_and_data):
+    # Untargeted FAB takes the gradient of every logit at each step (10x a targeted step), so it runs on the first
+    # 50 images with 30 steps; FAB-T is checked on 100 images in test_fab.py.
+    model, x, y, correct = fp_and_data
+    x, y, correct = x[:50], y[:50], correct[:50]
+    assert robust_accuracy(model, x, y, correct, get_attack("fab", steps=30), Linf(8 / 255)) < 0.05
 
 
 def test_fgsm_at_least_halves_accuracy(fp_and_data):
