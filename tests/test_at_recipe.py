@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ from safetensors.torch import load_file
 
 import arbibench.train as train_module
 from arbibench.data.cifar10 import load_cifar10
-from arbibench.models.zoo import ZOO, export_checkpoint, fp_twin_name, load_model
+from arbibench.models.zoo import ZOO, ChecksumError, export_checkpoint, fp_twin_name, load_model
 from arbibench.train import at_recipe, default_recipe, fgsm_random_start, train
 
 
@@ -84,3 +85,20 @@ def test_a_drop_short_of_collapse_keeps_training(tmp_path, data_dir, monkeypatch
     monkeypatch.setattr(train_module, "robust_check", lambda *a, **k: next(values))
     summary = train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
     assert not summary["robust_check"]["catastrophic_overfitting"] and len(summary["history"]) == 2
+
+
+def test_init_from_an_exported_but_unregistered_checkpoint(tmp_path, monkeypatch):
+    # make zoo trains the AT BNNs from resnet20_fp_at right after exporting it, before its sha256 is registered:
+    # the exported file is accepted only when it matches the sha256 its card records.
+    src = ZOO["resnet20_fp"]
+    shutil.copy(train_module.verified_checkpoint(src), tmp_path / "resnet20_new.safetensors")
+    digest = train_module.sha256_file(tmp_path / "resnet20_new.safetensors")
+    (tmp_path / "resnet20_new.json").write_text(json.dumps({"sha256": digest}))
+    monkeypatch.setattr(train_module, "CHECKPOINT_DIR", tmp_path)
+    assert "resnet20_new" not in ZOO
+    assert train_module._init_checkpoint("resnet20_new") == tmp_path / "resnet20_new.safetensors"
+    (tmp_path / "resnet20_new.json").write_text(json.dumps({"sha256": "0" * 64}))
+    with pytest.raises(ChecksumError, match="export it again"):
+        train_module._init_checkpoint("resnet20_new")
+    with pytest.raises(FileNotFoundError, match="neither a zoo model name nor an existing checkpoint file"):
+        train_module._init_checkpoint("resnet20_never_exported")
