@@ -1,0 +1,56 @@
+"""A store written by an earlier arbibench is read back by today's code without recomputing anything.
+
+``tests/data/store_9fcc1ea.db`` was written by commit 9fcc1ea (before attacks returned a typed output) with the
+evaluation below: resnet20_bnn on the first 20 real CIFAR-10 test images, white-box, minimum-norm and query
+attacks. Rerunning it today must find every batch under the same keys (the database is left byte for byte as it
+was) and give the numbers a fresh run computes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+from arbibench import benchmark
+from arbibench.attacks import get_attack
+
+OLD_STORE = Path(__file__).with_name("data") / "store_9fcc1ea.db"
+
+
+def attacks() -> list:
+    return [get_attack("fgsm"), get_attack("pgd", steps=5), get_attack("fab_t", steps=5, n_target_classes=2),
+            get_attack("square", max_queries=100), get_attack("hsja", max_queries=100)]  # fmt: skip
+
+
+def run(store: Path, data_dir: Path) -> dict:
+    result = benchmark("resnet20_bnn", 20, attacks=attacks(), batch_size=10, store=store, data_dir=data_dir,
+                       progress=False, checks=False)  # fmt: skip
+    return {name: {k: v for k, v in m.items() if k != "seconds"} for name, m in result.to_dict()["attacks"].items()}
+
+
+def dump(db: Path) -> dict[str, list[tuple]]:
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
+
+
+def outcome_rows(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(
+            "SELECT e.eval_key, e.spec, o.sample_index, o.clean_correct, o.adv_correct, o.perturbation, o.queries "
+            "FROM outcomes o JOIN evaluations e USING (eval_key) ORDER BY e.eval_key, o.sample_index"
+        ).fetchall()
+
+
+def test_old_store_is_read_without_recomputation_and_matches_a_fresh_run(tmp_path: Path, data_dir: Path) -> None:
+    old = tmp_path / "old.db"
+    shutil.copy(OLD_STORE, old)
+    before = dump(old)
+    assert len(before["evaluations"]) == 6  # the clean pass and five attacks
+    read_back = run(old, data_dir)
+    assert dump(old) == before  # every batch found under its old key: nothing computed, nothing added
+
+    fresh = run(tmp_path / "fresh.db", data_dir)
+    assert read_back == fresh
+    assert outcome_rows(old) == outcome_rows(tmp_path / "fresh.db")
