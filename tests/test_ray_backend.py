@@ -1,26 +1,20 @@
 """The protocol on a real Ray cluster gives the local run's store, row for row: also with a worker SIGKILLed
 mid-run, and after the driver itself is killed and rerun.
 
-The cluster is a real Ray head (``ray start --head --block``, a child process stopped by its PID) on loopback only:
-Ray rewrites ``--node-ip-address=127.0.0.1`` to the machine's interface address unless
-``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (then it advertises and binds 127.0.0.1), and the test checks that no
-process of the cluster or of this driver listens anywhere else. Authentication is Ray's token mode, with a token
-made for this run. Workers run at the driver's niceness (``RAY_worker_niceness=0``), not Ray's default 15.
+The cluster is a real Ray head on loopback only (``benchmarks/ray_head.py``: ``ray start --head --block``, a child
+process stopped by its PID, token authentication, workers at niceness 0), and the test checks that no process of the
+cluster or of this driver listens anywhere else.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import secrets
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +24,7 @@ from arbibench.attacks import BLACK_BOX, WHITE_BOX
 from arbibench.evaluation.store import ResultStore
 from arbibench.protocol.presets import AttackSpec, Protocol
 from arbibench.protocol.run import run_protocol
+from benchmarks.ray_head import LOOPBACK, listening_addresses, loopback_head, process_tree
 
 if importlib.util.find_spec("ray") is None:  # not imported here: Ray must first see the loopback setting below
     pytest.skip("the Ray extra is not installed (pip install 'arbibench[ray]')", allow_module_level=True)
@@ -42,41 +37,6 @@ PROTOCOL = Protocol(
     n_white_box=100, n_black_box=25, batch_size=25, sweep_attack="fgsm", sweep_eps=("4/255",), n_sweep=50,
     eps_star_attacks=(),
 )  # fmt: skip
-LOOPBACK = ("127.0.0.1", "[::ffff:127.0.0.1]")
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def _tree(pid: int) -> set[int]:
-    """``pid`` and its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        found.add(p)
-        todo += children.get(p, [])
-    return found
-
-
-def _listening(pids: set[int]) -> list[str]:
-    """Local addresses on which one of ``pids`` listens (TCP)."""
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
-    return [line.split()[3] for line in out.splitlines() if any(f"pid={p}," in line for p in pids)]
 
 
 @pytest.fixture(scope="module")
@@ -84,46 +44,17 @@ def ray_head() -> Iterator[tuple[str, dict[str, str], int]]:
     """A Ray head on 127.0.0.1 only; yields its address, the environment a driver needs to reach it, its pid."""
     if shutil.which("ss") is None:
         pytest.fail("the loopback check needs `ss` (iproute2)")
-    gcs, node, objects, agent, agent_grpc, env_agent, metrics = _free_ports(7)
-    temp = tempfile.mkdtemp(prefix="arbi-ray-")  # short: Ray's socket paths must fit in 107 bytes
-    env = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
-           "RAY_USAGE_STATS_ENABLED": "0", "OMP_NUM_THREADS": "1",
-           "RAY_worker_niceness": "0"}  # Ray's default 15 would starve the workers on a machine shared with other work
-    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-           f"--port={gcs}", f"--node-manager-port={node}", f"--object-manager-port={objects}",
-           f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
-           f"--runtime-env-agent-port={env_agent}", f"--metrics-export-port={metrics}", "--include-dashboard=false",
-           "--dashboard-host=127.0.0.1", "--num-cpus=2", f"--temp-dir={temp}", "--disable-usage-stats"]  # fmt: skip
-    log = open(Path(temp) / "head.log", "w")  # noqa: SIM115 - closed below
-    head = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 90
-        while "Ray runtime started" not in (Path(temp) / "head.log").read_text():
-            if head.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"ray start failed:\n{(Path(temp) / 'head.log').read_text()[-3000:]}")
-            time.sleep(0.5)
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)  # before this process imports Ray: the driver advertises 127.0.0.1 too
-        yield f"127.0.0.1:{gcs}", env, head.pid
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    finally:
-        cluster = _tree(head.pid)
-        head.terminate()  # ray start --block stops the processes it started on SIGTERM
+    with loopback_head() as head:
+        saved = {k: os.environ.get(k) for k in head.env}
+        os.environ.update(head.env)  # before this process imports Ray: the driver advertises 127.0.0.1 too
         try:
-            head.wait(30)
-        except subprocess.TimeoutExpired:
-            head.kill()
-        for pid in cluster - {head.pid}:  # anything it left behind, by PID
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        log.close()
-        shutil.rmtree(temp, ignore_errors=True)
+            yield head.address, head.env, head.pid
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def _rows(path: Path) -> dict[str, list[tuple]]:
@@ -173,7 +104,7 @@ def _ray_run(
         import ray
 
         assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # what Ray advertises
-        listening = _listening(_tree(head[2]) | {os.getpid()})  # the cluster's processes, its workers, this driver
+        listening = listening_addresses(process_tree(head[2]) | {os.getpid()})  # the cluster, its workers, this driver
         assert listening and all(addr.startswith(LOOPBACK) for addr in listening), listening
     finally:
         backend.close()
