@@ -74,7 +74,9 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
 }
 
 # Adversarially trained at Linf 8/255 (`arbibench train --recipe at`), named <arch>_<method>_at.
-RESNET20_CIFAR10_AT_SHA256: dict[str, str] = {}
+RESNET20_CIFAR10_AT_SHA256: dict[str, str] = {
+    "fp": "4877963bcad9594b98b349490b1d702d69a4ccb9e9e582c1f60ad0faa090ab00",
+}
 
 ZOO: dict[str, ZooEntry] = {
     f"resnet20_{method}": ZooEntry(f"resnet20_{method}", "resnet20", method, "cifar10", sha256=sha)
