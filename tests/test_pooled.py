@@ -3,16 +3,22 @@ of the unpooled run (same seed, same numbers), budgets included, also after a re
 
 from __future__ import annotations
 
+import sqlite3
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from arbibench.attacks import Linf, get_attack
 from arbibench.data import load_cifar10
+from arbibench.evaluation import runner
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import Outcomes, ResultStore
 from arbibench.models.zoo import load_model
+from arbibench.protocol import BLACK_BOX, AttackSpec, get_protocol
+from arbibench.protocol.run import protocol_subsets, run_model
 
 SETTINGS = {
     "square": {"max_queries": 40},
@@ -58,3 +64,36 @@ def test_pooled_run_resumes_to_the_same_rows(tmp_path: Path, data_dir: Path) -> 
         store.conn.execute("DELETE FROM batches WHERE batch_index >= 2")
     store.conn.close()
     _same(_run(tmp_path, "square", True, x, y, idx), full)
+
+
+def test_protocol_run_model_can_run_unpooled_with_the_same_rows(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    protocol = replace(
+        get_protocol("cifar10", quick=True),
+        attacks=(AttackSpec("square", BLACK_BOX, (("max_queries", 40),)),),
+        n_white_box=40,
+        n_black_box=12,
+        batch_size=4,
+    )
+    subsets = protocol_subsets(protocol, data_dir)
+    pooled_calls: list[int] = []
+    real = runner._run_pooled
+
+    def spy(*args: Any, **kwargs: Any) -> None:
+        pooled_calls.append(1)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_run_pooled", spy)
+    model = load_model("resnet20_bnn")
+    rows = {}
+    for pool in (False, True):
+        pooled_calls.clear()
+        path = tmp_path / f"pool-{pool}.sqlite"
+        with ResultStore(path) as store:
+            run_model(model, "resnet20_bnn", protocol, store, subsets, progress=False, sweep=False, pool=pool)
+        assert bool(pooled_calls) == pool
+        with sqlite3.connect(path) as conn:
+            rows[pool] = conn.execute("SELECT * FROM outcomes ORDER BY eval_key, sample_index").fetchall()
+    assert len(rows[True]) == 2 * 12  # the clean pass and square on the 12 black-box images
+    assert rows[False] == rows[True]

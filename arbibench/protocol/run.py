@@ -97,9 +97,13 @@ def run_model(
     sweep: bool = True,
     data_dir: str | os.PathLike | None = None,
     backend: Backend | None = None,
+    pool: bool = True,
 ) -> ModelEvaluation:
     """Evaluate one model under every attack of ``protocol`` (resumable through ``store``; ``backend`` computes
-    the store batches elsewhere, e.g. on a Ray cluster, with the same rows)."""
+    the store batches elsewhere, e.g. on a Ray cluster, with the same rows).
+
+    ``pool=False`` runs the black-box store batches one after the other instead of side by side (``pool`` of
+    :func:`~arbibench.evaluation.runner.evaluate`); the stored rows are the same either way."""
     t0 = time.perf_counter()
     threat = get_threat_model(protocol.threat_model, protocol.eps)
     outcomes: dict[str, dict] = {}
@@ -130,6 +134,7 @@ def run_model(
             console=console,
             checks=family == WHITE_BOX,  # the model checks once; the cross-family check is below
             backend=backend,
+            pool=pool,
         )
         flags.update(fam_flags)
         outcomes[family] = {"clean": clean, **outs}
