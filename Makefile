@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml
 	# Test-only: the reference implementation the cross-check tests compare against. --no-deps: its declared
 	# dependencies (scipy, requests, torchvision) are not needed by the submodules the tests import.
 	$(PY) -m pip install -q --no-deps torchattacks==3.5.1
+	# Benchmark-only: AutoAttack's reference implementation (benchmarks/autoattack_reference.py). --no-deps: it
+	# imports only torch and numpy.
+	$(PY) -m pip install -q --no-deps pyautoattack==0.2.0
 	touch $(STAMP)
 
 install: $(STAMP)
