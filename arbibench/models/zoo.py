@@ -76,6 +76,7 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
 # Adversarially trained at Linf 8/255 (`arbibench train --recipe at`), named <arch>_<method>_at.
 RESNET20_CIFAR10_AT_SHA256: dict[str, str] = {
     "fp": "4877963bcad9594b98b349490b1d702d69a4ccb9e9e582c1f60ad0faa090ab00",
+    "bireal": "f822ccc4566cb60a844aa56d5fc6b86596001ce6efc926f86cd413e4da780ff2",
 }
 
 ZOO: dict[str, ZooEntry] = {
