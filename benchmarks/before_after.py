@@ -7,7 +7,8 @@ that ``torch.fx`` cannot trace, so :func:`arbibench.nn.fused.fuse` refuses it an
 :func:`arbibench.nn.fused.inference_model` hands the reference model back with its note, exactly as for any model
 it cannot fuse. The wrapper's forward is the model's forward, so its logits are the same bit for bit; its state
 dict keys differ (``model.`` prefix), hence its store keys, which is why :func:`store_rows` compares rows without
-model hashes and keys.
+model hashes and keys. :func:`before_chunking` also restores the oracle's chunk of that time (256 images per model
+call; 64 since it was measured, ``forward_chunk.py``).
 """
 
 from __future__ import annotations
@@ -17,15 +18,31 @@ import os
 import platform
 import sqlite3
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from rich.console import Console
 from torch import fx, nn
 
+from arbibench.attacks import query
 from arbibench.nn.fused import inference_model
 
 REFUSED = "fused inference path refused"
+BEFORE_QUERY_CHUNK = 256  # images per model call of the query oracle before the chunk was measured
+
+
+@contextmanager
+def before_chunking(before: bool = True) -> Iterator[None]:
+    """While active (and ``before``), the query oracle calls the model with up to 256 images at once, as before."""
+    saved = query.QUERY_CHUNK
+    if before:
+        query.QUERY_CHUNK = BEFORE_QUERY_CHUNK
+    try:
+        yield
+    finally:
+        query.QUERY_CHUNK = saved
 
 
 class ReferenceOnly(nn.Module):

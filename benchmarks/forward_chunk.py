@@ -1,6 +1,6 @@
 """Cost per image of a forward (and of an attack's gradient pass) against the number of images per call, on CPU.
 
-The query oracle splits every request into chunks of ``arbibench.attacks.query.QUERY_CHUNK`` images, and the
+The query oracle splits every request into chunks of ``arbibench.attacks.query.QUERY_CHUNK`` images on a CPU, and the
 white-box attacks run whole store batches at once. On a CPU the cost per image is not flat in the batch size: once
 a layer's activations outgrow the caches, a larger batch costs more per image. This script measures it, so that the
 chunk size is a measured choice: milliseconds per image of the fused inference path (what the oracle queries) and of

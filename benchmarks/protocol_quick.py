@@ -7,7 +7,7 @@ example images (:func:`arbibench.evaluation.model_card.write_protocol_card`), as
 does. Timed: loading the images and the checkpoint, the protocol, the card.
 
 - before: ``run_model(..., pool=False)`` on the reference model (the fused inference path refused, see
-  ``before_after.py``);
+  ``before_after.py``), the query oracle calling the model with up to 256 images at once (64 after);
 - after: today's defaults (``pool=True``, the fused path).
 
 ``--order`` picks which runs first (default: before, then after). Every stored row (per-image outcomes, queries,
@@ -33,7 +33,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attack_throughput import DEFAULT_DATA  # noqa: E402
-from before_after import Notes, assert_same_rows, check_fused, machine_info, reference_only  # noqa: E402
+from before_after import (  # noqa: E402
+    Notes,
+    assert_same_rows,
+    before_chunking,
+    check_fused,
+    machine_info,
+    reference_only,
+)
 
 from arbibench.evaluation.model_card import write_protocol_card  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
@@ -75,7 +82,7 @@ def run_once(
         model, _ = reference_only(model)
     else:
         check_fused(model)
-    with ResultStore(store_path) as store:
+    with ResultStore(store_path) as store, before_chunking(when == "before"):
         result = run_model(
             model,
             model_name,

@@ -4,7 +4,8 @@ For Square, SimBA, NES, HopSkipJump and RayS, each at the quick cifar10 protocol
 seed 0) on the quick protocol's black-box images (the 100 images drawn with seed 0 from the first 500 CIFAR-10 test
 images, as ``arbibench protocol run cifar10 --quick`` attacks them), ``resnet20_bnn``:
 
-- before: the runner with ``pool=False`` on the reference model (see ``before_after.py``: the fused path refused);
+- before: the runner with ``pool=False`` on the reference model (see ``before_after.py``: the fused path refused),
+  the oracle calling the model with up to 256 images at once (64 after);
 - after: today's default, ``pool=True`` with the fused inference path.
 
 Both run through :func:`arbibench.evaluation.runner.evaluate` (clean pass, attack, verification, commits; no model
@@ -31,9 +32,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attack_throughput import DEFAULT_DATA  # noqa: E402
-from before_after import Notes, assert_same_rows, check_fused, machine_info, reference_only, warm_up  # noqa: E402
+from before_after import (  # noqa: E402
+    BEFORE_QUERY_CHUNK,
+    Notes,
+    assert_same_rows,
+    before_chunking,
+    check_fused,
+    machine_info,
+    reference_only,
+    warm_up,
+)
 
-from arbibench.attacks import get_attack, get_threat_model  # noqa: E402
+from arbibench.attacks import get_attack, get_threat_model, query  # noqa: E402
 from arbibench.evaluation.runner import evaluate  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
 from arbibench.models.zoo import load_model  # noqa: E402
@@ -75,7 +85,7 @@ def main() -> None:
         f"{protocol.threat_model} eps {protocol.eps_text}, seed {protocol.seed}, store batch size {batch_size}; "
         "before = unpooled runner + reference model, after = pooled runner + fused path"
     )
-    print(f"before: {refused}\n")
+    print(f"before: {refused}; up to {BEFORE_QUERY_CHUNK} images per model call (after: {query.QUERY_CHUNK})\n")
     print("| attack | ACC* | seconds before | seconds after | ratio | queries |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     total = {"before": 0.0, "after": 0.0}
@@ -87,7 +97,7 @@ def main() -> None:
             seconds, stores, acc, queries = {}, {}, 0.0, 0
             for when in ("before", "after") if i % 2 == 0 else ("after", "before"):
                 stores[when] = Path(tmp) / f"{name}-{when}.sqlite"
-                with ResultStore(stores[when]) as store:
+                with ResultStore(stores[when]) as store, before_chunking(when == "before"):
                     t0 = time.perf_counter()
                     _, per, _, _ = evaluate(
                         before_model if when == "before" else model,

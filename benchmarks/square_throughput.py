@@ -9,7 +9,8 @@ Square at Linf 8/255, p_init 0.8, the same query budget and seed 0 everywhere, o
   of several store batches in one forward batch of about the store batch size, so with one store batch of 200 it
   would have nothing to pool);
 - arbibench before, same batches: the runner with ``pool=False`` on the reference model (the fused path refused,
-  see ``before_after.py``) at the same store batch size; its stored rows must equal today's (asserted);
+  see ``before_after.py``; the oracle calling the model with up to 256 images at once, 64 today) at the same store
+  batch size; its stored rows must equal today's (asserted);
 - arbibench before, batch 200 (``--before-batch-size``, 0 to skip): the same at the runner's default store batch
   size, one store batch of 200 images, the setting the issue describes: the fair baseline for pooling, whose gain
   is to keep the forward batches of small store batches as full as those of one large batch. Other store batches
@@ -46,7 +47,15 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attack_throughput import DEFAULT_DATA, load_torchattacks  # noqa: E402
-from before_after import Notes, assert_same_rows, check_fused, machine_info, reference_only, warm_up  # noqa: E402
+from before_after import (  # noqa: E402
+    Notes,
+    assert_same_rows,
+    before_chunking,
+    check_fused,
+    machine_info,
+    reference_only,
+    warm_up,
+)
 
 from arbibench.attacks import Linf, get_attack  # noqa: E402
 from arbibench.data import load_cifar10  # noqa: E402
@@ -86,7 +95,7 @@ def run_runner(
     notes: Notes,
 ) -> Result:
     attack = get_attack("square", max_queries=queries, p_init=P_INIT)
-    with ResultStore(store_path) as store:
+    with ResultStore(store_path) as store, before_chunking(not pool):
         t0 = time.perf_counter()
         _, per, _, _ = evaluate(
             model,

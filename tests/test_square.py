@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from arbibench.attacks import ATTACKS, L2, Linf, Square, get_attack
+from arbibench.attacks import ATTACKS, L2, Linf, Square, get_attack, query
 from arbibench.attacks.autoattack import VERSIONS
 from arbibench.attacks.square import P_SCHEDULE, meta_pattern, p_at
 from arbibench.data.cifar10 import load_cifar10
@@ -61,7 +61,12 @@ def linf_run(data, trained_fp: nn.Module):  # type: ignore[no-untyped-def]
     x, y, correct = data
     net = BatchRecorder(trained_fp).eval()
     attack = get_attack("square", max_queries=QUERIES)
-    out = attack.output(net, x[correct], y[correct], Linf(EPS), torch.Generator().manual_seed(0))
+    chunk = query.QUERY_CHUNK
+    query.QUERY_CHUNK = N_IMAGES  # the recorder sees the attack's own query batches, not the oracle's chunks
+    try:
+        out = attack.output(net, x[correct], y[correct], Linf(EPS), torch.Generator().manual_seed(0))
+    finally:
+        query.QUERY_CHUNK = chunk
     return out, out.x_adv, net.sizes
 
 

@@ -43,9 +43,18 @@ from arbibench.attacks.threat import ThreatModel
 from arbibench.nn.fused import inference_model
 
 ACCESS = ("scores", "labels")
-# Largest batch sent to the model at once: attacks that query many probes per sample (NES) would otherwise run
-# batches of thousands of images, slower per image on CPU (activations fall out of cache) and heavy on memory.
-QUERY_CHUNK = 256
+# Largest batch sent to the model at once. On a CPU the cost per image grows once a batch's activations fall out
+# of the caches: the fused resnet20_bnn forward took 1.18 ms per image in calls of 64 images and 1.94 ms in calls of
+# 256 (2 threads, 1.52 vs 2.10 ms with 1; benchmarks/forward_chunk.py, BENCHMARKS.md). An accelerator wants large
+# calls; there the chunk only bounds memory (NES asks for thousands of probes at once).
+QUERY_CHUNK = 64
+QUERY_CHUNK_ACCELERATOR = 1024
+POOL_ROWS = 256  # rows per forward batch that run_pooled keeps live by default
+
+
+def query_chunk(device: torch.device) -> int:
+    """Images per model call for queries on ``device``."""
+    return QUERY_CHUNK if device.type == "cpu" else QUERY_CHUNK_ACCELERATOR
 
 
 # A query step sequence: yields inputs to answer, receives their logits, returns its result.
@@ -54,11 +63,12 @@ QuerySteps = Generator[torch.Tensor, torch.Tensor, Any]
 
 @torch.no_grad()
 def forward_queries(model: nn.Module | Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """Logits of ``x`` in chunks of :data:`QUERY_CHUNK`; a one-image chunk runs as two copies (see module doc)."""
+    """Logits of ``x`` in chunks of :func:`query_chunk` images; a one-image chunk runs as two copies (see module
+    doc)."""
     if len(x) == 0:
         return model(x).detach()
     parts = []
-    for part in torch.split(x, QUERY_CHUNK):
+    for part in torch.split(x, query_chunk(x.device)):
         parts.append(model(part.expand(2, *part.shape[1:]))[:1] if len(part) == 1 else model(part))
     return torch.cat(parts).detach()
 
@@ -76,7 +86,7 @@ def drive(steps: QuerySteps, answer: Callable[[torch.Tensor], torch.Tensor]) -> 
 def run_pooled(
     sessions: Iterable[tuple[Any, QuerySteps]],
     answer: Callable[[torch.Tensor], torch.Tensor],
-    target_rows: int = QUERY_CHUNK,
+    target_rows: int = POOL_ROWS,
 ) -> Iterator[tuple[Any, Any]]:
     """Run many step sequences with one forward per round; yields ``(key, result)`` as each sequence finishes.
 
