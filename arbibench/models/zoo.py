@@ -77,6 +77,7 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
 RESNET20_CIFAR10_AT_SHA256: dict[str, str] = {
     "fp": "4877963bcad9594b98b349490b1d702d69a4ccb9e9e582c1f60ad0faa090ab00",
     "bireal": "f822ccc4566cb60a844aa56d5fc6b86596001ce6efc926f86cd413e4da780ff2",
+    "reactnet": "fb55afe238992eaa9c6ead9d817dc10f84d04f2849a32759550aba0e619c4688",
 }
 
 ZOO: dict[str, ZooEntry] = {
