@@ -72,8 +72,8 @@ def shrunk(protocol: Protocol, args: argparse.Namespace) -> Protocol:
 
 def run_once(
     when: str, protocol: Protocol, model_name: str, data_dir: Path, tmp: Path, notes: Notes
-) -> tuple[float, Path, float]:
-    """(wall seconds, store path, black-box ACC* of square) of one protocol run."""
+) -> tuple[float, Path, float, dict[str, float]]:
+    """(wall seconds, store path, run_model's seconds, stored compute seconds per attack) of one protocol run."""
     store_path = tmp / f"{when}.sqlite"
     t0 = time.perf_counter()
     subsets = protocol_subsets(protocol, data_dir)
@@ -97,7 +97,8 @@ def run_once(
     write_protocol_card(result, tmp / f"model_info-{when}", model, data_dir=data_dir)
     seconds = time.perf_counter() - t0
     notes.flush()
-    return seconds, store_path, result.seconds
+    per_attack = {a.name: a.seconds for a in result.attacks}
+    return seconds, store_path, result.seconds, per_attack
 
 
 def main() -> None:
@@ -127,7 +128,7 @@ def main() -> None:
     )
     print("before = run_model(pool=False) on the reference model (fused path refused); after = today's defaults\n")
     notes = Notes()
-    results: dict[str, tuple[float, Path, float]] = {}
+    results: dict[str, tuple[float, Path, float, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="arbibench-protocol-quick-") as tmp:
         for when in args.order.split("-"):
             results[when] = run_once(when, protocol, args.model, args.data_dir, Path(tmp), notes)
@@ -141,6 +142,16 @@ def main() -> None:
         f"\nratio before / after: {results['before'][0] / results['after'][0]:.2f}x wall time; "
         f"{n_rows} stored rows identical (asserted)"
     )
+    before, after = results["before"][3], results["after"][3]
+    print("\nPer attack, the store's compute seconds (the rest of run_model: eps sweep, eps*, checks):\n")
+    print("| attack | before s | after s | ratio |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in before:
+        ratio = before[name] / after[name] if after[name] else float("nan")
+        print(f"| {name} | {before[name]:.1f} | {after[name]:.1f} | {ratio:.2f}x |")
+    for when, per in (("before", before), ("after", after)):
+        attacks = sum(per.values())
+        print(f"{when}: attacks {attacks:.1f} s, the rest of run_model {results[when][2] - attacks:.1f} s")
 
 
 if __name__ == "__main__":

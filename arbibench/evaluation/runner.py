@@ -29,7 +29,7 @@ from rich.text import Text
 from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel
-from arbibench.attacks.query import BlackBoxAttack, QuerySteps, forward_queries, run_pooled
+from arbibench.attacks.query import POOL_ROWS, BlackBoxAttack, QuerySteps, forward_queries, run_pooled
 from arbibench.evaluation.batch import BatchOutcome, batch_generator, compute_batch, outcome_columns
 from arbibench.evaluation.checks import run_checks
 from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
@@ -224,7 +224,10 @@ def _run_pooled(
                 continue
             yield b, attack.session(ctx.model, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
 
-    for b, output in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=ctx.batch_size):
+    # At least POOL_ROWS live rows, whatever the store batch size: with small store batches a pool no larger than one
+    # of them ran Square at 0.66x the speed of one unpooled batch of 200 (BENCHMARKS.md).
+    rows = max(ctx.batch_size, POOL_ROWS)
+    for b, output in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=rows):
         batch, t0 = started.pop(b)
         # seconds: wall time from the batch's start to its commit (pooled batches overlap, so they do not add up)
         outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
