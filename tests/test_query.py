@@ -197,3 +197,20 @@ def test_score_attacks_stay_within_budget(name: str, budget: int, seed: int, l2:
     assert net.rows <= 4 * budget
     fooled = torch.isfinite(out.min_distance)
     assert bool((out.min_distance[fooled] <= threat.eps + 1e-6).all())
+
+
+def test_queries_reach_the_model_in_chunks_of_the_device_size(data_dir) -> None:  # type: ignore[no-untyped-def]
+    from arbibench.attacks import query
+    from arbibench.data import load_cifar10
+    from arbibench.models.zoo import load_model
+
+    assert query.query_chunk(torch.device("cpu")) == query.QUERY_CHUNK
+    assert query.query_chunk(torch.device("cuda")) == query.QUERY_CHUNK_ACCELERATOR > query.QUERY_CHUNK
+    model = load_model("resnet20_fp").eval()
+    sizes: list[int] = []
+    model.register_forward_pre_hook(lambda _m, args: sizes.append(args[0].shape[0]))
+    x, _, _ = load_cifar10(2 * query.QUERY_CHUNK + 1, data_dir=data_dir)
+    logits = query.forward_queries(model, x)
+    assert sizes == [query.QUERY_CHUNK, query.QUERY_CHUNK, 2]  # the last, lone image runs as two copies
+    with torch.no_grad():
+        assert torch.equal(logits, torch.cat([model(x[:100]), model(x[100:])]))
