@@ -83,6 +83,13 @@ def test_train_with_unknown_method_is_one_clear_error(tmp_path):
     assert not any(tmp_path.iterdir())  # nothing half-written
 
 
+def test_step_one_epochs_on_a_one_step_recipe_is_one_clear_error(tmp_path):
+    result = runner.invoke(app, ["train", "--method", "bnn", "--step1-epochs", "0", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--step1-epochs applies to the two-step recipes" in result.output
+    assert not any(tmp_path.iterdir())
+
+
 def test_autoattack_reports_what_it_ran(env, tmp_path):
     out = tmp_path / "aa.json"
     result = runner.invoke(

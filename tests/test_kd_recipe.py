@@ -148,3 +148,25 @@ def test_export_keeps_the_replaced_version_in_the_card(tmp_path, data_dir):
     assert card["previous_versions"][-1]["sha256"] == "0" * 64
     again = json.loads(export_checkpoint(tmp_path / "run", "resnet20_bireal", zoo).read_text())
     assert again["previous_versions"] == card["previous_versions"]  # re-exporting the same weights adds nothing
+
+
+def test_continuing_a_trained_bnn_loads_every_tensor_and_records_the_starting_weights(tmp_path, data_dir):
+    # --step1-epochs 0 --init-from <a trained BNN>: binary weights from the first epoch, learned scales included
+    train(_tiny("xnorpp"), tmp_path / "first", data_dir, log=lambda m: None, eval_examples=100)
+    start = tmp_path / "first" / "model.safetensors"
+    messages: list[str] = []
+    more = _tiny("xnorpp", epochs=1, step1_epochs=0, init_from=str(start))
+    summary = train(more, tmp_path / "more", data_dir, log=messages.append, eval_examples=100)
+    n = len(load_file(str(start)))
+    assert f"initialised {n}/{n} tensors from {start}" in messages
+    assert not any(m.startswith("step 2") for m in messages)  # no step boundary: binary weights throughout
+    assert summary["init_sha256"] == _digest(start)
+    zoo = tmp_path / "zoo"
+    card = json.loads(export_checkpoint(tmp_path / "more", "resnet20_xnorpp", zoo).read_text())
+    assert card["init_sha256"] == _digest(start) and card["recipe"]["step1_epochs"] == 0
+    assert _digest(zoo / "resnet20_xnorpp.safetensors") != _digest(start)  # it trained
+
+
+def test_a_negative_step_one_is_refused(tmp_path, data_dir):
+    with pytest.raises(ValueError, match="step1_epochs must be 0"):
+        train(_tiny("bnn", step1_epochs=-1), tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)

@@ -367,6 +367,8 @@ def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.P
         "trained_on": f"{platform.machine()} CPU, {summary['torch_threads']} threads, torch {torch.__version__}",
         "history": summary["history"],
     }
+    if "init_sha256" in summary:
+        card["init_sha256"] = summary["init_sha256"]  # the weights recipe.init_from named when the run started
     if "clean_acc_before_bn_recalibration" in summary:
         card["clean_acc_before_bn_recalibration"] = summary["clean_acc_before_bn_recalibration"]
     if recipe.get("adversarial"):

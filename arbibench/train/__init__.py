@@ -373,7 +373,8 @@ def train(
         raise ValueError(f"unknown adversarial training {recipe.adversarial!r}; known: {', '.join(ADVERSARIAL_KINDS)}")
     if recipe.step1_epochs and not 0 < recipe.step1_epochs < recipe.epochs:
         raise ValueError(
-            f"step1_epochs must be between 1 and epochs - 1 = {recipe.epochs - 1}, got {recipe.step1_epochs}"
+            f"step1_epochs must be 0 (binary weights from the first epoch) or between 1 and epochs - 1 = "
+            f"{recipe.epochs - 1}, got {recipe.step1_epochs}"
         )
     torch.manual_seed(recipe.seed)
     meta = json.loads(state_json.read_text()) if state_json.exists() else None
@@ -388,8 +389,13 @@ def train(
         teacher = build_model(recipe.arch, "fp")
         teacher.load_state_dict(load_file(str(_init_checkpoint(recipe.teacher))))
         teacher.eval().requires_grad_(False)
+    # The sha256 of the starting weights goes into the card: a zoo name alone stops naming them once a run that
+    # continues a zoo model (``--init-from resnet20_bireal``) is exported over it.
+    init_sha256 = meta.get("init_sha256") if meta is not None else None
     if recipe.init_from and meta is None:
-        n = _load_matching(model, load_file(str(_init_checkpoint(recipe.init_from))))
+        init_path = _init_checkpoint(recipe.init_from)
+        init_sha256 = sha256_file(init_path)
+        n = _load_matching(model, load_file(str(init_path)))
         log(f"initialised {n}/{len(model.state_dict())} tensors from {recipe.init_from}")
     opt = _make_optimizer(recipe, model, meta["epoch"] if meta else 0)
 
@@ -505,6 +511,7 @@ def train(
                     "elapsed_s": elapsed,
                     "optimizer": opt_meta,
                     "stopped_early": stopped_early,
+                    "init_sha256": init_sha256,
                 },
                 state_json,
             )
@@ -518,6 +525,8 @@ def train(
         "history": history,
         "train_time_s": round(elapsed, 1),
     }
+    if init_sha256 is not None:
+        summary["init_sha256"] = init_sha256
     if n_check:
         summary["robust_check"] = catastrophic_overfitting_check(recipe, history, len(y_check))
     if recipe.bn_recalibration_batches:

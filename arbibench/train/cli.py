@@ -36,6 +36,11 @@ def train(
         None, help="Zoo model name or safetensors file whose matching tensors initialise the model."
     ),
     seed: int = typer.Option(0, help="Seed for initialisation, shuffling and augmentation."),
+    step1_epochs: int | None = typer.Option(
+        None,
+        help="Two-step recipes (kd, at): epochs of step 1 (binary activations, real weights) before binary weights; "
+        "0 trains binary weights from the first epoch, to continue a trained BNN given by --init-from.",
+    ),
     lr: float | None = typer.Option(None, help="Peak learning rate; default: the method's recipe."),
     paper: bool = typer.Option(False, help="Use the long paper-length schedule (for a GPU)."),
     data_dir: Path | None = typer.Option(None, help="CIFAR-10 folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
@@ -56,6 +61,11 @@ def train(
     recipe.arch, recipe.seed = arch, seed
     if epochs is not None:
         recipe.epochs = epochs
+    if step1_epochs is not None:
+        if not recipe.step1_epochs:
+            fail(ValueError(f"--step1-epochs applies to the two-step recipes (kd, at); --recipe {recipe_kind} has "
+                            "one step"))
+        recipe.step1_epochs = step1_epochs
     if lr is not None:
         recipe.lr = lr
     if init_from is not None:
