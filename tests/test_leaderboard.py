@@ -452,3 +452,57 @@ def test_server_binds_loopback_only(built: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _markdown_rows(section: str) -> list[list[str]]:
+    """The body rows of the first markdown table in ``section``."""
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in ln.strip("| ").split(" | ")] for ln in lines[1:] if not ln.startswith("| ---")]
+
+
+def test_markdown_table_has_the_sites_ranking_and_numbers(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path, examples=False)
+    out = tmp_path / "board.md"
+    result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(model_info), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    cards = load_cards(model_info)
+    for threat, unit in (("Linf", "/255"), ("L2", "")):
+        section = text.split(f"· {'L∞' if threat == 'Linf' else 'L2'} (")[1].split("### ")[0]
+        ranking, per_attack = section.split("ACC_norm per attack:")
+        rows = _markdown_rows(ranking)
+        board = sorted((c for c in cards if c.threat_model == threat), key=lambda c: -c.rs["all"])
+        assert [r[1] for r in rows] == [f"`{c.name}`" for c in board]  # rank order by RS, as on the site
+        for row, card in zip(rows, board, strict=True):
+            assert row[0].endswith("⚠") == bool(card.flags), card.name
+            assert row[3] == f"{card.clean_acc:.1f}%" and row[-6] == f"{card.rs['all']:.3f}"
+            scale = 255 if threat == "Linf" else 1
+            assert row[-3].split(" [")[0] == f"{card.median_eps_star * scale:.2f}{unit}"  # L2 not in 1/255
+        attack_rows = _markdown_rows(per_attack)
+        for row, card in zip(attack_rows, board, strict=True):
+            assert row[1] == f"{card.attacks['fgsm'].acc_norm:.2f}"
+    result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_markdown_table_of_the_shipped_cards() -> None:
+    # the cards of `make protocol` in model_info/: every one ranked, AutoAttack taken from its row
+    shipped = Path(__file__).resolve().parents[1] / "model_info"
+    result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(shipped), "--no-per-attack"])
+    assert result.exit_code == 0, result.output
+    cards = [c for c in load_cards(shipped) if c.threat_model == "Linf"]
+    rows = _markdown_rows(result.output)
+    assert sorted(r[1] for r in rows) == sorted(f"`{c.name}`" for c in cards)
+    assert "ACC_norm per attack" not in result.output
+    for row in rows:
+        card = next(c for c in cards if f"`{c.name}`" == row[1])
+        assert row[-4] == f"{card.attacks['autoattack'].acc_star:.1f}%"
+
+
+def test_l2_board_shows_eps_star_in_input_units(built: Path) -> None:
+    parsed = _parse((built / "index.html").read_text())
+    cards = {c.name: c for c in load_cards(built.parent / "model_info") if c.threat_model == "L2"}
+    rows, names = parsed.tables["board-cifar10_L2"], parsed.names["board-cifar10_L2"]
+    assert rows
+    for row, name in zip(rows, names, strict=True):
+        assert row[-3] == f"{cards[name].median_eps_star:.3g}"  # an L2 distance, not a count of 1/255 steps

@@ -49,3 +49,29 @@ def serve(
     except (LeaderboardError, CardError) as e:
         console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+@leaderboard_app.command()
+def table(
+    model_info: Path = typer.Option(Path("model_info"), help="Folder of model cards (<dataset>/<threat>/<name>.json)."),
+    per_attack: bool = typer.Option(True, help="Also print ACC_norm per attack."),
+    out: Path | None = typer.Option(None, help="Write the markdown to this file instead of printing it."),
+) -> None:
+    """Print the leaderboards as GitHub markdown tables (the site's ranking), e.g. for a README."""
+    from arbibench.leaderboard.cards import load_cards
+    from arbibench.leaderboard.markdown import board_markdown
+    from arbibench.leaderboard.ranking import build_boards
+
+    try:
+        boards = build_boards(load_cards(model_info))
+    except (LeaderboardError, CardError) as e:
+        console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    text = "\n".join(board_markdown(b, per_attack=per_attack) for b in boards)
+    if out is None:
+        print(text, end="")  # plain print: no wrapping or markup in the tables
+        return
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    console.print(f"wrote {out}: {len(boards)} leaderboard(s)", highlight=False)

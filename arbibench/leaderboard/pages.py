@@ -107,9 +107,11 @@ def _num_cell(value: float | None, text: str, bar: float | None = None) -> str:
     return f"<td class=\"{cls}\" data-value=\"{data}\"{style}>{text}</td>"
 
 
-def eps_star_text(value: float | None) -> str:
-    """A median eps* as Linf budgets are read (in 1/255), or a dash when the card has none."""
-    return NONE if value is None else f"{value * 255:.2f}/255"
+def eps_star_text(value: float | None, threat_model: str = "Linf") -> str:
+    """A median eps* as the threat model's budgets are read (Linf in 1/255, L2 as is), or a dash when it has none."""
+    if value is None:
+        return NONE
+    return f"{value * 255:.2f}/255" if threat_model == "Linf" else f"{value:.3g}"
 
 
 def masking_mark(card: ModelCard) -> str:
@@ -147,7 +149,7 @@ def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_r
     if show_aa:
         cells.append(_num_cell(card.autoattack_acc, pct(card.autoattack_acc)))
     if show_eps_star:
-        cells.append(_num_cell(card.median_eps_star, eps_star_text(card.median_eps_star)))
+        cells.append(_num_cell(card.median_eps_star, eps_star_text(card.median_eps_star, card.threat_model)))
     cells.append(_num_cell(card.worst_case_acc, pct(card.worst_case_acc)))
     cells.append(f"<td class=\"flags\" data-value=\"{len(card.flags)}\">{badges(card)}</td>")
     return f"<tr data-search=\"{esc(search)}\" data-name=\"{esc(card.name)}\">{''.join(cells)}</tr>"
@@ -378,7 +380,7 @@ def model_html(
     if card.autoattack_acc is not None:
         kpis.append(("AutoAttack", f"{card.autoattack_acc:.2f}%"))
     if card.median_eps_star is not None:
-        kpis.append(("median \u03b5*", eps_star_text(card.median_eps_star)))
+        kpis.append(("median \u03b5*", eps_star_text(card.median_eps_star, card.threat_model)))
     kpi_html = "".join(f"<div class='kpi'><div class='k'>{k}</div><div class='v'>{v}</div></div>" for k, v in kpis)
     notes = ""
     if card.unreliable:
