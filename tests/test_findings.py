@@ -99,7 +99,8 @@ def tiny_protocol():
 
     return replace(
         get_protocol("cifar10", quick=True),
-        attacks=(AttackSpec("fgsm", WHITE_BOX), AttackSpec("square", BLACK_BOX, (("max_queries", 50),))),
+        attacks=(AttackSpec("fgsm", WHITE_BOX), AttackSpec("square", BLACK_BOX, (("max_queries", 50),)),
+                 AttackSpec("transfer", BLACK_BOX, (("attack", "fgsm"),))),
         n_white_box=60, n_black_box=20, sweep_attack="fgsm", sweep_eps=("1/255", "4/255"), n_sweep=40,
         eps_star_attacks=(), batch_size=30,
     )
@@ -118,7 +119,7 @@ def twin_run(tiny_protocol, data_dir, tmp_path_factory):
 
 def test_protocol_findings_pair_each_family_and_the_sweep(twin_run):
     from arbibench.protocol import BLACK_BOX, WHITE_BOX
-    from arbibench.protocol.run import protocol_findings
+    from arbibench.protocol.run import protocol_findings, self_transfer_attacks
 
     results, _ = twin_run
     rows = protocol_findings(results)
@@ -128,9 +129,19 @@ def test_protocol_findings_pair_each_family_and_the_sweep(twin_run):
     for family in (WHITE_BOX, BLACK_BOX):
         row = by_setting[family]
         assert (row.model, row.twin) == ("resnet20_bnn", "resnet20_fp")
-        # the point values are the protocol's own mean ACC_norm of each model in that family
-        assert row.bnn.value == pytest.approx(bnn.rs_mean[family]) and row.fp.value == pytest.approx(fp.rs_mean[family])
         assert row.n_examples == bnn.n_examples[family] and row.verdict == verdict(row.difference)
+    # white-box: the point values are the protocol's own mean ACC_norm of each model
+    white = by_setting[WHITE_BOX]
+    assert white.bnn.value == pytest.approx(bnn.rs_mean[WHITE_BOX]) and white.fp.value == pytest.approx(
+        fp.rs_mean[WHITE_BOX])
+    # black-box: the FP twin is its own transfer surrogate, so transfer is white-box against it and left out
+    assert self_transfer_attacks(fp) == {"transfer"} and self_transfer_attacks(bnn) == set()
+    black = by_setting[BLACK_BOX]
+    assert black.columns == ("square",)
+    norm = {(r.model_name, a.name): a.acc_norm for r in results for a in r.attacks}
+    assert black.bnn.value == pytest.approx(norm["resnet20_bnn", "square"])
+    assert black.fp.value == pytest.approx(norm["resnet20_fp", "square"])
+    assert {a.name for a in fp.family(BLACK_BOX)} == {"square", "transfer"}  # the card keeps it
     sweep = by_setting["sweep fgsm"]
     assert sweep.columns == ("1/255", "4/255") and sweep.n_examples == 40
     assert sweep.bnn.value == pytest.approx(np.mean([p["acc_norm"] for p in bnn.sweep]))

@@ -86,7 +86,8 @@ def findings_table(rows: Sequence[TwinComparison]) -> Table:
     counts = verdict_counts(rows)
     t = Table(
         title="BNN vs FP twin: mean ACC_norm (95% interval), paired over the same images",
-        caption=", ".join(f"{v}: {n}" for v, n in counts.items()),
+        caption=", ".join(f"{v}: {n}" for v, n in counts.items()) + "; (k): attacks or eps values averaged; a "
+        "transfer attack whose surrogate is the FP twin itself is white-box against it and left out",
         box=box.SIMPLE_HEAD,
     )
     for col in ("model", "FP twin", "setting", "n", "BNN", "FP", "BNN - FP [95%]", "verdict"):
@@ -97,7 +98,8 @@ def findings_table(rows: Sequence[TwinComparison]) -> Table:
     for i, r in enumerate(rows):
         style = {MORE_ROBUST: "green", LESS_ROBUST: "red"}.get(r.verdict, "dim")
         diff = r.difference
-        t.add_row(names[2 * i], names[2 * i + 1], r.setting, str(r.n_examples), f"{r.bnn.value:.3f}",
+        t.add_row(names[2 * i], names[2 * i + 1], f"{r.setting} ({len(r.columns)})", str(r.n_examples),
+                  f"{r.bnn.value:.3f}",
                   f"{r.fp.value:.3f}", f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
                   f"[{style}]{r.verdict}[/]")
     return t

@@ -19,7 +19,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from arbibench.attacks import get_attack, get_threat_model, parse_eps
+from arbibench.attacks import Transfer, get_attack, get_threat_model, parse_eps
 from arbibench.data.datasets import load_dataset
 from arbibench.data.subsets import select_indices
 from arbibench.evaluation.backends import Backend
@@ -31,6 +31,7 @@ from arbibench.evaluation.min_perturbation import minimal_perturbation
 from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import EvalPlan, evaluate, make_progress, prepare_evaluation
 from arbibench.evaluation.store import ResultStore, hash_indices
+from arbibench.evaluation.surrogates import resolve_surrogate
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
 
@@ -377,4 +378,36 @@ def protocol_findings(results: Sequence[ModelEvaluation], *, seed: int = 0) -> l
     protocol eps and over the eps sweep, with paired 95% intervals and a verdict (:mod:`arbibench.evaluation.findings`).
     """
     twins = {r.model_name: fp_twin_name(ZOO[r.model_name]) for r in results if r.model_name in ZOO}
-    return twin_findings({r.model_name: r.per_image for r in results}, twins, seed=seed)
+    return twin_findings({r.model_name: _without_self_transfer(r) for r in results}, twins, seed=seed)
+
+
+def self_transfer_attacks(result: ModelEvaluation) -> set[str]:
+    """The black-box transfer attacks whose surrogate is the evaluated model itself (the FP twin's "fp_twin").
+
+    Against its own surrogate a transfer attack is a white-box attack: comparing a BNN's transfer accuracy with its
+    FP twin's would set a black-box number against a white-box one and favour the BNN, so the findings leave such
+    attacks out of the twin comparison (the cards keep them, marked by the surrogate in the stored spec)."""
+    names = set()
+    for spec in result.protocol.black_box:
+        attack = get_attack(spec.name, **spec.kwargs)
+        if not isinstance(attack, Transfer):
+            continue
+        try:
+            surrogate = resolve_surrogate(attack.config.surrogate, result.model_name)
+        except ValueError:  # not a zoo model: its surrogate was named explicitly, so it is not itself
+            continue
+        if surrogate == result.model_name:
+            names.add(attack.name)
+    return names
+
+
+def _without_self_transfer(result: ModelEvaluation) -> dict[str, PairedOutcomes]:
+    drop = self_transfer_attacks(result)
+    black = result.per_image.get(BLACK_BOX)
+    if not drop or black is None:
+        return result.per_image
+    rest = {n: v for n, v in black.adversarial.items() if n not in drop}
+    settings = {k: v for k, v in result.per_image.items() if k != BLACK_BOX}
+    if rest:  # a black-box family of self-transfer only has nothing to compare
+        settings[BLACK_BOX] = PairedOutcomes(black.clean, rest)
+    return settings
