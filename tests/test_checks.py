@@ -100,6 +100,22 @@ def test_gradient_free_against_gradient_attacks_by_hand():
     assert gradient_free_beats_gradient({"square": 0.1}, {"square"}) is None
 
 
+def test_an_ensemble_with_a_gradient_free_part_is_not_a_gradient_attack():
+    from arbibench.attacks import get_attack
+
+    assert get_attack("pgd").gradient_only and get_attack("fab_t").gradient_only
+    assert not get_attack("square").gradient_only and not get_attack("transfer").gradient_only
+    assert not get_attack("autoattack").gradient_only  # standard AutoAttack ends with Square
+    assert get_attack("autoattack", components=("apgd_ce", "apgd_t")).gradient_only
+    # resnet20_bireal_at's card (quick protocol): PGD 31%, APGD-CE 23%, AutoAttack 4.2%, Square 7%. AutoAttack's
+    # Square part beats the model either way, so only against the gradient attacks does Square reveal the masking
+    acc = {"pgd": 0.31, "apgd_ce": 0.23, "autoattack": 0.042, "square": 0.07}
+    assert gradient_free_beats_gradient(acc, {"square"}) is None
+    only = [n for n in acc if get_attack(n).gradient_only]
+    flag = gradient_free_beats_gradient(acc, {"square"}, only)
+    assert flag is not None and "apgd_ce" in flag.detail
+
+
 def test_large_eps_flags_a_constant_model_and_not_a_smooth_one(images, fp):
     y_const = torch.full((8,), 9)  # the constant model's argmax: all correct, and nothing can change it
     for model in (ConstantModel(), ConstantModel(in_graph=False)):

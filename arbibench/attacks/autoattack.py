@@ -86,6 +86,12 @@ class AutoAttack(Attack):
             )
 
     @property
+    def gradient_only(self) -> bool:
+        """False when a component (Square in the standard version) is gradient-free: the ensemble then cannot show
+        whether gradients are masked, since its gradient-free part succeeds either way."""
+        return all(a.gradient_only for a in self.attacks)
+
+    @property
     def components_run(self) -> list[str]:
         """Names of the components this ensemble runs, in order (fixed when it was built)."""
         return [a.name for a in self.attacks]

@@ -150,6 +150,13 @@ class Attack(ABC):
     Config: ClassVar[type] = NoConfig
     config: Any  # an instance of Config, frozen
 
+    @property
+    def gradient_only(self) -> bool:
+        """Whether every step of this attack follows the model's gradients: what a gradient-free attack is compared
+        against when the masking checks look for ``gradient_free_stronger`` (an ensemble with a gradient-free part,
+        such as AutoAttack with Square, is not)."""
+        return self.needs_gradients
+
     def __init__(self, config: Any | None = None, **params: Any) -> None:
         if config is not None:
             if params:

@@ -240,12 +240,14 @@ def run_checks(
     *,
     n_samples: int = 100,
     seed: int = 0,
+    gradient_only: Collection[str] | None = None,
 ) -> dict[str, str]:
     """Every gradient-masking check; returns ``{flag name: detail and meaning}`` for those raised.
 
     The model checks (zero gradients, large budget) use the first ``n_samples`` of ``x``; the result checks use
     ``acc_star_by_attack`` (attack name -> ACC* in [0, 1], may be empty before any attack ran) and the names of
-    the gradient-free attacks in it. ``model`` must be in eval mode.
+    the gradient-free attacks in it; ``gradient_only`` names the attacks a gradient-free one is compared against
+    (default: all the others). ``model`` must be in eval mode.
     """
     xs, ys = x[:n_samples], y[:n_samples]
     acc = dict(acc_star_by_attack or {})
@@ -253,7 +255,7 @@ def run_checks(
         zero_gradient_fraction(model, xs, ys, device=device),
         large_eps_sanity(model, xs, ys, threat, seed=seed, device=device),
         single_step_beats_iterative(acc),
-        gradient_free_beats_gradient(acc, gradient_free),
+        gradient_free_beats_gradient(acc, gradient_free, gradient_only),
     ]
     return {f.name: f.message for f in flags if f is not None}
 

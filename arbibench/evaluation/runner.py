@@ -371,7 +371,9 @@ def evaluate(
     if checks:
         acc_star = {name: float(o.adv_correct.mean()) for name, o in per_attack.items()}
         gradient_free = {a.name for a in attack_objs if not a.needs_gradients}
-        flags.update(run_checks(model, ctx.x, ctx.y, threat, acc_star, gradient_free, device, seed=seed))
+        gradient_only = {a.name for a in attack_objs if a.gradient_only}
+        flags.update(run_checks(model, ctx.x, ctx.y, threat, acc_star, gradient_free, device, seed=seed,
+                                gradient_only=gradient_only))
     for key in keys:  # every evaluation that took part carries the flags raised on it
         for flag, detail in flags.items():
             store.add_flag(key, flag, detail)

@@ -165,7 +165,11 @@ def run_model(
     rs_mean[ALL] = robustness_score_mean(norms) if norms else 0.0
     if WHITE_BOX in outcomes and BLACK_BOX in outcomes:
         worst[ALL], acc_black = _worst_case_on_black_box(outcomes, subsets)
-        free = gradient_free_beats_gradient(acc_black, [a.name for a in attacks if a.family == BLACK_BOX])
+        # against the attacks that follow gradients only: AutoAttack holds Square, so it beats a masked model too
+        gradient_only = [o.name for o in (get_attack(s.name, **s.kwargs) for s in protocol.white_box)
+                         if o.gradient_only]
+        free = gradient_free_beats_gradient(acc_black, [a.name for a in attacks if a.family == BLACK_BOX],
+                                            gradient_only)
         if free is not None:
             flags[free.name] = free.message
     eps_star = None
