@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from arbibench.leaderboard.cards import CardError, LeaderboardError
+from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
+from arbibench.leaderboard.markdown import board_markdown
+from arbibench.leaderboard.ranking import build_boards
 
 leaderboard_app = typer.Typer(help="The leaderboard site: build it from model cards, serve it locally.",
                               no_args_is_help=True)
@@ -58,10 +60,6 @@ def table(
     out: Path | None = typer.Option(None, help="Write the markdown to this file instead of printing it."),
 ) -> None:
     """Print the leaderboards as GitHub markdown tables (the site's ranking), e.g. for a README."""
-    from arbibench.leaderboard.cards import load_cards
-    from arbibench.leaderboard.markdown import board_markdown
-    from arbibench.leaderboard.ranking import build_boards
-
     try:
         boards = build_boards(load_cards(model_info))
     except (LeaderboardError, CardError) as e:
