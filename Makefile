@@ -66,6 +66,8 @@ protocol: $(STAMP)
 # + model card into the package (then put its sha256 in models/zoo.py). A model whose card holds its recipe is done.
 ZOO_AT_METHODS ?= fp bireal reactnet
 ZOO_METHODS ?= bireal irnet reactnet xnorpp bnn xnor dorefa
+# kd checkpoints trained before the recipe re-estimated BatchNorm statistics on augmented images get that step
+# (arbibench recalibrate; it keeps the shipped weights unless the new statistics are more accurate).
 # Then the models still short of the zoo's accuracy goal continue from their shipped kd checkpoint: binary weights
 # from the first epoch (--step1-epochs 0), the same teacher, a fresh cosine from half the kd learning rate (a warm
 # restart). The card records the starting checkpoint's sha256 and keeps the replaced version.
@@ -85,6 +87,11 @@ zoo: $(STAMP)
 			echo "resnet20_$$m: done"; continue; fi; \
 		OMP_NUM_THREADS=2 $(VENV)/bin/arbibench train --arch resnet20 --method $$m --recipe kd --out $(ZOO_RUNS) \
 			--export || exit 1; \
+	done
+	for m in $(ZOO_METHODS); do \
+		if grep -q '"bn_recalibration_augment": true' $(CHECKPOINTS)/resnet20_$$m.json 2>/dev/null; then continue; fi; \
+		OMP_NUM_THREADS=2 $(VENV)/bin/arbibench recalibrate resnet20_$$m --out $(ZOO_RUNS)/recalibrated --export \
+			|| exit 1; \
 	done
 	for m in $(ZOO_CONTINUE_METHODS); do \
 		if grep -q '"init_from": "resnet20_'$$m'"' $(CHECKPOINTS)/resnet20_$$m.json 2>/dev/null; then \

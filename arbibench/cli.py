@@ -1,5 +1,6 @@
-"""The ``arbibench`` command line: wiring only. Each package owns its commands in its own ``cli.py`` (train, eval
-and import, zoo, corruptions, protocol and sweep, attacks, leaderboard); this module builds the app and adds them."""
+"""The ``arbibench`` command line: wiring only. Each package owns its commands in its own ``cli.py`` (train and
+recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard); this module builds the
+app and adds them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from arbibench.evaluation.cli import eval_, import_
 from arbibench.leaderboard.cli import leaderboard_app
 from arbibench.models.cli import zoo_app
 from arbibench.protocol.cli import protocol_app, sweep
-from arbibench.train.cli import train
+from arbibench.train.cli import recalibrate, train
 
 app = typer.Typer(
     help="arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol).",
@@ -26,6 +27,7 @@ def _root() -> None:
 
 
 app.command("train")(train)
+app.command("recalibrate")(recalibrate)
 app.command("eval")(eval_)
 app.command("import")(import_)
 app.add_typer(zoo_app, name="zoo")

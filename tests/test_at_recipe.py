@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
+import arbibench.models.zoo as zoo_module
 import arbibench.train as train_module
 from arbibench.data.cifar10 import load_cifar10
 from arbibench.models.zoo import ZOO, ChecksumError, export_checkpoint, fp_twin_name, load_model
@@ -102,3 +103,25 @@ def test_init_from_an_exported_but_unregistered_checkpoint(tmp_path, monkeypatch
         train_module._init_checkpoint("resnet20_new")
     with pytest.raises(FileNotFoundError, match="neither a zoo model name nor an existing checkpoint file"):
         train_module._init_checkpoint("resnet20_never_exported")
+
+
+def test_init_from_a_zoo_model_reexported_before_its_new_sha256_is_pinned(tmp_path, monkeypatch):
+    # make zoo continues resnet20_reactnet right after `arbibench recalibrate --export` replaced it: the new file is
+    # accepted when its card matches it and names the pinned version as the one it replaced; never otherwise.
+    shipped = train_module.verified_checkpoint(ZOO["resnet20_fp"])
+    new = tmp_path / "resnet20_fp.safetensors"
+    tensors = load_file(str(shipped))
+    tensors["bn1.running_mean"] = tensors["bn1.running_mean"] + 1.0  # new statistics, new sha256
+    save_file(tensors, str(new))
+    digest = train_module.sha256_file(new)
+    monkeypatch.setattr(train_module, "CHECKPOINT_DIR", tmp_path)
+    monkeypatch.setattr(zoo_module, "CHECKPOINT_DIR", tmp_path)
+    card = tmp_path / "resnet20_fp.json"
+    card.write_text(json.dumps({"sha256": digest, "previous_versions": [{"sha256": "f" * 64}]}))
+    with pytest.raises(ChecksumError, match="zoo registry expects"):  # the pinned version is not the one replaced
+        train_module._init_checkpoint("resnet20_fp")
+    card.write_text(json.dumps({"sha256": digest, "previous_versions": [{"sha256": ZOO["resnet20_fp"].sha256}]}))
+    assert train_module._init_checkpoint("resnet20_fp") == new
+    card.write_text(json.dumps({"sha256": "0" * 64, "previous_versions": [{"sha256": ZOO["resnet20_fp"].sha256}]}))
+    with pytest.raises(ChecksumError, match="export it again"):  # the card must match the file
+        train_module._init_checkpoint("resnet20_fp")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -12,13 +13,15 @@ from safetensors.torch import load_file
 
 from arbibench.data.cifar10 import load_cifar10
 from arbibench.models.architectures import build_model
-from arbibench.models.zoo import export_checkpoint
+from arbibench.models.zoo import ZOO, export_checkpoint, verified_checkpoint
 from arbibench.nn import BinaryConv2d, LearnedScaleSign
 from arbibench.train import (
     default_recipe,
     distillation_loss,
     kd_recipe,
     recalibrate_batchnorm,
+    recalibrate_checkpoint,
+    recalibration_images,
     stage_method,
     train,
 )
@@ -50,7 +53,8 @@ def test_distillation_loss_is_cross_entropy_to_the_teacher_distribution():
 def test_kd_recipe_fields_and_errors():
     r = default_recipe("bireal", kind="kd")
     assert (r.teacher, r.init_from, r.optimizer, r.weight_decay) == ("resnet20_fp", "resnet20_fp", "adam", 0.0)
-    assert 0 < r.step1_epochs < r.epochs and r.clip_latent_weights and r.bn_recalibration_batches == 0
+    assert 0 < r.step1_epochs < r.epochs and r.clip_latent_weights
+    assert r.bn_recalibration_batches > 0 and r.bn_recalibration_augment  # on augmented images (see kd_recipe)
     assert not default_recipe("irnet", kind="kd").clip_latent_weights  # Libra-PB standardises its weights
     assert default_recipe("reactnet", kind="kd", paper=True).step1_epochs == default_recipe(
         "reactnet", kind="kd", paper=True
@@ -170,3 +174,60 @@ def test_continuing_a_trained_bnn_loads_every_tensor_and_records_the_starting_we
 def test_a_negative_step_one_is_refused(tmp_path, data_dir):
     with pytest.raises(ValueError, match="step1_epochs must be 0"):
         train(_tiny("bnn", step1_epochs=-1), tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
+
+
+def test_recalibration_images_are_a_fixed_draw_with_the_training_augmentation(data_dir):
+    x, _, _ = load_cifar10(300, split="train", data_dir=data_dir)
+    images = (x * 255).round().to(torch.uint8)
+    recipe = _tiny("bireal", bn_recalibration_batches=2, batch_size=64)
+    augmented = recalibration_images(images, recipe)
+    assert augmented.shape == (128, 3, 32, 32) and augmented.dtype == torch.uint8
+    assert torch.equal(augmented, recalibration_images(images, recipe))  # a rerun re-estimates the same statistics
+    plain = recalibration_images(images, _tiny("bireal", bn_recalibration_batches=2, batch_size=64,
+                                               bn_recalibration_augment=False))
+    assert not torch.equal(augmented, plain)
+    # the same 128 training images, each cropped from its zero-padded copy: the pixel sums can only fall or stay
+    rows = [next(i for i in range(len(images)) if torch.equal(images[i], p)) for p in plain[:8]]
+    assert len(set(rows)) == 8
+    assert all(augmented[k].sum() <= plain[k].sum() or torch.equal(augmented[k], plain[k].flip(-1)) for k in range(8))
+
+
+def test_recalibrating_a_zoo_checkpoint_changes_only_its_running_statistics(tmp_path, data_dir):
+    summary = recalibrate_checkpoint("resnet20_bireal", tmp_path / "run", data_dir, batches=2, log=lambda m: None,
+                                     eval_examples=200)
+    assert summary["recalibrated_from_sha256"] == ZOO["resnet20_bireal"].sha256
+    assert summary["recipe"]["bn_recalibration_batches"] == 2 and summary["recipe"]["bn_recalibration_augment"]
+    assert summary["recipe"]["teacher"] == "resnet20_fp"  # the rest of the recipe is the checkpoint's own
+    assert 0 < summary["clean_acc_before_bn_recalibration"] <= 1 and 0 < summary["clean_acc"] <= 1
+    shipped = load_file(str(verified_checkpoint(ZOO["resnet20_bireal"])))
+    new = load_file(str(tmp_path / "run" / "model.safetensors"))
+    assert new.keys() == shipped.keys()
+    changed = {k for k in new if not torch.equal(new[k], shipped[k])}
+    assert changed and all(k.endswith(("running_mean", "running_var", "num_batches_tracked")) for k in changed)
+    zoo = tmp_path / "zoo"
+    card = json.loads(export_checkpoint(tmp_path / "run", "resnet20_bireal", zoo).read_text())
+    assert card["recalibrated_from_sha256"] == ZOO["resnet20_bireal"].sha256
+    assert card["clean_acc_before_bn_recalibration"] == summary["clean_acc_before_bn_recalibration"]
+
+
+def test_recalibration_refuses_adversarially_trained_and_unknown_models(tmp_path, data_dir):
+    with pytest.raises(ValueError, match="adversarially trained"):
+        recalibrate_checkpoint("resnet20_fp_at", tmp_path / "run", data_dir, log=lambda m: None)
+    with pytest.raises(FileNotFoundError, match="no model card"):
+        recalibrate_checkpoint("resnet20_nosuch", tmp_path / "run", data_dir, log=lambda m: None)
+    assert not (tmp_path / "run").exists()  # nothing half-written
+
+
+def test_a_run_saved_before_a_recipe_field_existed_resumes(tmp_path, data_dir):
+    recipe = _tiny("bnn", epochs=2, step1_epochs=1, train_examples=64, bn_recalibration_batches=0,
+                   bn_recalibration_augment=False)
+    run = tmp_path / "run"
+    train(replace(recipe, epochs=2), run, data_dir, log=lambda m: None, eval_examples=50)
+    state = json.loads((run / "state.json").read_text())
+    del state["recipe"]["bn_recalibration_augment"]  # as written by an older arbibench
+    (run / "state.json").write_text(json.dumps(state))
+    messages: list[str] = []
+    train(recipe, run, data_dir, log=messages.append, eval_examples=50)
+    assert any("resuming" in m for m in messages)
+    with pytest.raises(ValueError, match="different recipe"):
+        train(replace(recipe, bn_recalibration_augment=True), run, data_dir, log=lambda m: None, eval_examples=50)

@@ -13,6 +13,7 @@ from arbibench.cli import app
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.inputs import clean_accuracy
 from arbibench.models.architectures import build_model
+from arbibench.models.markdown import _goal, recipe_summary
 from arbibench.models.methods import METHODS
 from arbibench.models.zoo import (
     CHECKPOINT_DIR,
@@ -243,3 +244,30 @@ def test_adversarially_trained_model_resists_pgd_where_its_card_says(name, data_
         robust = float((model(x_adv).argmax(1) == y).float().mean())
     assert robust >= 0.2, f"{name}: PGD-10 leaves {robust:.0%} of the last 100 test images"
     assert abs(robust - max(per_epoch)) < 0.15  # within sampling noise of the card's 500
+
+
+def test_zoo_table_has_one_row_per_shipped_card_with_its_accuracy_recipe_and_goal(tmp_path):
+    out = tmp_path / "zoo.md"
+    result = runner.invoke(app, ["zoo", "table", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = {line.split(" | ")[0].strip("| `"): line for line in out.read_text().splitlines()[2:]}
+    assert set(rows) == {n for n in SHIPPED if ZOO[n].dataset == "cifar10"}
+    for name, line in rows.items():
+        card = load_card(name)
+        assert f"| {100 * card['clean_acc']:.2f}% |" in line
+        if card["recipe"].get("teacher") and not card["recipe"].get("adversarial"):
+            assert f"kd: {card['recipe']['epochs']} epochs" in line
+    fp = rows["resnet20_fp"]
+    assert "20 epochs from scratch" in fp and fp.endswith("| - |")  # no goal for the FP twin
+
+
+def test_zoo_table_goal_and_recalibration_wording():
+    card = {"method": "bireal", "clean_acc": 0.7551, "clean_acc_before_bn_recalibration": 0.7077,
+            "recipe": {"epochs": 12, "step1_epochs": 3, "optimizer": "adam", "lr": 1e-3, "schedule": "cosine",
+                       "init_from": "resnet20_fp", "teacher": "resnet20_fp", "bn_recalibration_batches": 100,
+                       "bn_recalibration_augment": True}}
+    assert recipe_summary(card) == ("kd: 12 epochs (3 + 9) from `resnet20_fp`, distilled from `resnet20_fp`, adam lr "
+                                    "0.001, cosine per step, BN re-estimated on 100 augmented batches (70.77% before)")
+    assert _goal(card) == ">= 80%: 4.49 points short"
+    assert _goal({**card, "clean_acc": 0.8}) == ">= 80%: met"
+    assert _goal({**card, "method": "fp"}) == "-"

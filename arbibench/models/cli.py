@@ -1,4 +1,4 @@
-"""``arbibench zoo list``: the model zoo owns its command; ``arbibench/cli.py`` only wires it in."""
+"""``arbibench zoo list`` and ``zoo table``: the model zoo owns its command; ``arbibench/cli.py`` only wires it in."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from arbibench.models.markdown import zoo_markdown
 from arbibench.models.zoo import zoo_rows
 from arbibench.terminal import USER_ERRORS, console, fail
 
@@ -49,3 +50,20 @@ def zoo_list(
         "clean accuracy: on the 10,000 test images, from each model card (imported models: on the first test "
         "images of the import check). source: arbibench's zoo, or the paper whose checkpoint was imported."
     )
+
+
+@zoo_app.command("table")
+def zoo_table(
+    out: Path | None = typer.Option(None, help="Write the table to this file (atomically); default: print it."),
+    dataset: str = typer.Option("cifar10", help="The dataset whose shipped models to list."),
+) -> None:
+    """Print the shipped zoo as a markdown table from the model cards: accuracy, training time, recipe and the gap to
+    the zoo's accuracy goal (README's zoo table is this command's output)."""
+    text = zoo_markdown(dataset=dataset)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    console.print(f"wrote {out}")

@@ -66,7 +66,7 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
     "fp": "3e01db63dcb13a90a127f6720bf73d46b3fdb78de2b59ea5f35fa03bb0e43dea",
     "bnn": "3b17d3d05bd36878d9c2491858ec658c25f5d3f6d43e9cd00a5fd12a4407df24",
     "irnet": "9f5d705a390dae9c75a1c0d3a857e5ef6994aea48634e531fc5168d94d90185b",
-    "reactnet": "39b12a6304c7af4ceda6a11bdfec823896b25c0561f4f8c0a54766dcaaae61ee",
+    "reactnet": "377debbea9e4f702b337c1a4024550e5073d29cd8d65de96aa8896729ea22fb8",
     "bireal": "d5b536c500b6a78132b3ee1f88b1647e0c07bcec2faa1eb21978679b9c548652",
     "dorefa": "88a15c985990cb907864506411088f152e6b5632ecebd36f71316daf0a54b10b",
     "xnor": "85355cfe378dcb753056796c81a39aa55f0d051fc80a3f9fabb431733c63aa49",
@@ -371,6 +371,8 @@ def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.P
         card["init_sha256"] = summary["init_sha256"]  # the weights recipe.init_from named when the run started
     if "clean_acc_before_bn_recalibration" in summary:
         card["clean_acc_before_bn_recalibration"] = summary["clean_acc_before_bn_recalibration"]
+    if "recalibrated_from_sha256" in summary:  # ``arbibench recalibrate``: these weights with new statistics
+        card["recalibrated_from_sha256"] = summary["recalibrated_from_sha256"]
     if recipe.get("adversarial"):
         card["training"] = "adversarial"
         card["threat_model"] = {"norm": "Linf", "eps": recipe["adv_eps"]}
