@@ -19,9 +19,10 @@ def env(data_dir, monkeypatch):
 def test_help_lists_every_command():
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("eval", "train", "zoo"):
+    for command in ("eval", "train", "recalibrate", "zoo"):
         assert command in result.output
-    for command in (["eval", "--help"], ["train", "--help"], ["zoo", "list", "--help"]):
+    for command in (["eval", "--help"], ["train", "--help"], ["recalibrate", "--help"], ["zoo", "list", "--help"],
+                    ["zoo", "table", "--help"]):
         assert runner.invoke(app, command).exit_code == 0
 
 
@@ -87,6 +88,13 @@ def test_step_one_epochs_on_a_one_step_recipe_is_one_clear_error(tmp_path):
     result = runner.invoke(app, ["train", "--method", "bnn", "--step1-epochs", "0", "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "--step1-epochs applies to the two-step recipes" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_recalibrating_an_adversarially_trained_model_is_one_clear_error(tmp_path):
+    result = runner.invoke(app, ["recalibrate", "resnet20_fp_at", "--out", str(tmp_path), "--export"])
+    assert result.exit_code == 2
+    assert "adversarially trained" in result.output and "recalibrate standard models only" in result.output
     assert not any(tmp_path.iterdir())
 
 
