@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from arbibench.leaderboard import CardError, LeaderboardError, build_site, load_cards
 from arbibench.leaderboard.cli import leaderboard_app
 from arbibench.leaderboard.site import MARKER
+from arbibench.models.zoo import ZOO
 
 DATA = Path(os.environ.get("ARBIBENCH_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 WHITE_BOX = ("fgsm", "pgd", "apgd_ce", "apgd_dlr")
@@ -483,6 +484,21 @@ def test_markdown_table_has_the_sites_ranking_and_numbers(tmp_path: Path) -> Non
             assert row[1] == f"{card.attacks['fgsm'].acc_norm:.2f}"
     result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_markdown_table_names_cards_measured_on_replaced_checkpoints(tmp_path: Path) -> None:
+    # a card records the sha256 of the weights it measured; once the zoo pins other weights, the table says so
+    model_info = make_model_info(tmp_path, examples=False)
+    folder = model_info / "cifar10" / "Linf"
+    for name, sha in (("resnet20_bnn", "0" * 64), ("resnet20_fp", ZOO["resnet20_fp"].sha256)):
+        card = json.loads((folder / f"{name}.json").read_text())
+        (folder / f"{name}.json").write_text(json.dumps({**card, "checkpoint_sha256": sha}))
+    result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(model_info), "--no-per-attack"])
+    assert result.exit_code == 0, result.output
+    linf = result.output.split("### ")[1]
+    note = next(line for line in linf.splitlines() if line.startswith("Measured on checkpoints"))
+    assert "`resnet20_bnn`" in note and "resnet20_fp" not in note
+    assert "Measured on checkpoints" not in result.output.split("### ")[2]  # the L2 cards record no sha256
 
 
 def test_markdown_table_of_the_shipped_cards() -> None:

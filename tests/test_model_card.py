@@ -7,6 +7,7 @@ import json
 import pytest
 
 from arbibench.evaluation.benchmark import benchmark
+from arbibench.models.zoo import ZOO
 
 
 def test_benchmark_to_disk_writes_the_card(tmp_path, data_dir):
@@ -22,6 +23,7 @@ def test_benchmark_to_disk_writes_the_card(tmp_path, data_dir):
     assert card["worst_case_acc"] == pytest.approx(100 * result.robust_acc, abs=0.01)
     assert card["additional_data"] is False and card["number_forward_passes"] == 1
     assert card["method"] == "bnn" and card["architecture"] == "resnet20" and card["authors"] == "Hubara et al."
+    assert card["checkpoint_sha256"] == ZOO["resnet20_bnn"].sha256  # the weights measured
     assert set(card["attacks"]) == {"fgsm", "pgd"}
     for name, a in card["attacks"].items():
         metrics = next(m for m in result.report.attacks if m.attack == name)

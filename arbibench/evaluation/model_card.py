@@ -63,6 +63,7 @@ def method_metadata(model_name: str) -> dict[str, Any]:
         "bits_weights": method.bits_weights,
         "bits_activations": method.bits_activations,
         "fp_twin": twin,
+        "checkpoint_sha256": entry.sha256,
     }
 
 
@@ -82,6 +83,7 @@ def identity_fields(name: str, dataset: str, meta: Mapping[str, Any]) -> dict[st
         "bits_weights": meta.get("bits_weights"),
         "bits_activations": meta.get("bits_activations"),
         "fp_twin": meta.get("fp_twin"),
+        "checkpoint_sha256": meta.get("checkpoint_sha256"),
     }
 
 

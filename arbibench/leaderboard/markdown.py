@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from arbibench.leaderboard.cards import ModelCard
 from arbibench.leaderboard.ranking import Board
+from arbibench.models.zoo import ZOO
 
 DASH = "-"
 
@@ -80,6 +81,17 @@ def acc_norm_markdown(board: Board) -> str:
     return "\n".join(lines)
 
 
+def replaced_checkpoints(board: Board) -> list[str]:
+    """Names of the zoo models whose card records a checkpoint sha256 other than the one the zoo now pins: their
+    numbers describe weights that are no longer shipped."""
+    out = []
+    for ranked in board.rows:
+        card, entry = ranked.card, ZOO.get(ranked.card.name)
+        if entry is not None and card.checkpoint_sha256 and card.checkpoint_sha256 != entry.sha256:
+            out.append(f"`{card.name}`")
+    return out
+
+
 def board_markdown(board: Board, *, per_attack: bool = True) -> str:
     """A titled section for one leaderboard: the ranking, then (optionally) ACC_norm per attack."""
     quick = any(r.card.quick for r in board.rows)
@@ -87,6 +99,9 @@ def board_markdown(board: Board, *, per_attack: bool = True) -> str:
     if quick:
         parts.append("Quick-variant results (smaller subsets and query budgets; not the full protocol).")
     parts.append(summary_markdown(board))
+    replaced = replaced_checkpoints(board)
+    if replaced:
+        parts.append(f"Measured on checkpoints the zoo has since replaced (rerun the protocol): {', '.join(replaced)}.")
     if per_attack:
         parts += ["ACC_norm per attack:", acc_norm_markdown(board)]
     return "\n\n".join(parts) + "\n"
