@@ -35,7 +35,7 @@ from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.faults import fault_point
 from arbibench.models.architectures import build_model
 from arbibench.models.methods import Method, get_method
-from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, sha256_file, verified_checkpoint
+from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, load_card, sha256_file, verified_checkpoint
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
 from arbibench.nn.quantizers import set_training_progress
 from arbibench.nn.scalings import LearnedScaleSign
@@ -230,6 +230,16 @@ def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, batch_size: i
         xb = torch.from_numpy(x[i : i + batch_size]).float().div_(255)
         correct += (model(xb).argmax(1) == torch.from_numpy(y[i : i + batch_size])).sum().item()
     return correct / len(y)
+
+
+def final_accuracy(model: torch.nn.Module, x_test: np.ndarray, y_test: np.ndarray) -> dict:
+    """The summary's accuracy fields, which ``export_checkpoint`` copies into the model card."""
+    return {
+        "clean_acc": evaluate(model, x_test, y_test),
+        "clean_acc_n_examples": len(y_test),
+        "clean_acc_first500": evaluate(model, x_test[:500], y_test[:500]),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def _init_checkpoint(spec: str) -> Path:
@@ -558,14 +568,7 @@ def train(
         _atomic_save_tensors(model.state_dict(), out / "model.safetensors")
         summary["clean_acc_before_bn_recalibration"] = before
         summary["train_time_s"] = round(elapsed + time.time() - t0, 1)
-    summary.update(
-        {
-            "clean_acc": evaluate(model, x_test, y_test),
-            "clean_acc_n_examples": len(y_test),
-            "clean_acc_first500": evaluate(model, x_test[:500], y_test[:500]),
-            "torch_threads": torch.get_num_threads(),
-        }
-    )
+    summary.update(final_accuracy(model, x_test, y_test))
     _atomic_write_json(summary, out / "summary.json")
     return summary
 
@@ -589,12 +592,9 @@ def recalibrate_checkpoint(
     """
     if batches < 1:
         raise ValueError(f"batches must be at least 1, got {batches}")
-    card_path = CHECKPOINT_DIR / f"{name}.json"
-    if not card_path.is_file():
-        raise FileNotFoundError(f"no model card {card_path}: recalibrate works on the zoo's trained checkpoints")
-    card = json.loads(card_path.read_text())
+    card = load_card(name, CHECKPOINT_DIR)
     if "recipe" not in card:
-        raise ValueError(f"{card_path} records no training recipe, so {name!r} was not trained by arbibench train")
+        raise ValueError(f"the card of {name!r} records no training recipe: it was not trained by arbibench train")
     recipe = Recipe(**{**asdict(Recipe()), **card["recipe"]})
     if recipe.adversarial:
         raise ValueError(f"{name!r} was adversarially trained: its BatchNorm statistics are those of adversarial "
@@ -619,10 +619,7 @@ def recalibrate_checkpoint(
         "train_time_s": round(card.get("train_time_s", 0.0) + time.time() - t0, 1),
         "recalibrated_from_sha256": sha256_file(weights),
         "clean_acc_before_bn_recalibration": before,
-        "clean_acc": evaluate(model, x_test, y_test),
-        "clean_acc_n_examples": len(y_test),
-        "clean_acc_first500": evaluate(model, x_test[:500], y_test[:500]),
-        "torch_threads": torch.get_num_threads(),
+        **final_accuracy(model, x_test, y_test),
     }
     for key in ("init_sha256", "robust_check"):
         if key in card:
