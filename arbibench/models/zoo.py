@@ -70,7 +70,7 @@ RESNET20_CIFAR10_SHA256: dict[str, str] = {
     "bireal": "638128e46775670e0c6962b31c316279e7f527d545179c03ea09e2dea46f5839",
     "dorefa": "88a15c985990cb907864506411088f152e6b5632ecebd36f71316daf0a54b10b",
     "xnor": "85355cfe378dcb753056796c81a39aa55f0d051fc80a3f9fabb431733c63aa49",
-    "xnorpp": "04be90d915e939fda283beb88f4bb465c912b75b0e670b17df554f28bef2567e",
+    "xnorpp": "9915b6b494538f5fa26037cc11de04fb7feee473e3f2af6f1de4c3b2a0e9e446",
 }
 
 # Adversarially trained at Linf 8/255 (`arbibench train --recipe at`), named <arch>_<method>_at.
