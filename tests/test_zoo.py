@@ -259,6 +259,8 @@ def test_zoo_table_has_one_row_per_shipped_card_with_its_accuracy_recipe_and_goa
             assert f"kd: {card['recipe']['epochs']} epochs" in line
     fp = rows["resnet20_fp"]
     assert "20 epochs from scratch" in fp and fp.endswith("| - |")  # no goal for the FP twin
+    bad = runner.invoke(app, ["zoo", "table", "--dataset", "mnist"])
+    assert bad.exit_code == 2 and "unknown dataset 'mnist'" in bad.output and "cifar10" in bad.output
 
 
 def test_zoo_table_goal_and_recalibration_wording():

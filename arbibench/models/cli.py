@@ -59,7 +59,10 @@ def zoo_table(
 ) -> None:
     """Print the shipped zoo as a markdown table from the model cards: accuracy, training time, recipe and the gap to
     the zoo's accuracy goal (README's zoo table is this command's output)."""
-    text = zoo_markdown(dataset=dataset)
+    try:
+        text = zoo_markdown(dataset=dataset)
+    except USER_ERRORS as e:
+        fail(e)
     if out is None:
         typer.echo(text, nl=False)
         return

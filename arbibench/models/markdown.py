@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from arbibench.models.zoo import CHECKPOINT_DIR, ZOO
+from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, zoo_datasets
 
 # The zoo's clean-accuracy goal on the 10,000 CIFAR-10 test images: every ResNet-20 BNN >= 75%, and the methods
 # whose papers report the highest ResNet-20 accuracy >= 80%.
@@ -67,6 +67,8 @@ def _goal(card: dict) -> str:
 
 def zoo_markdown(model_dir: str | os.PathLike | None = None, dataset: str = "cifar10") -> str:
     """One row per shipped model of ``dataset`` that has a card in ``model_dir`` (default: the package's)."""
+    if dataset not in zoo_datasets():
+        raise ValueError(f"unknown dataset {dataset!r}; datasets with models: {', '.join(zoo_datasets())}")
     folder = Path(model_dir or CHECKPOINT_DIR)
     lines = [
         "| model | method | clean accuracy, 10,000 test images | first 500 | training | recipe | goal |",
