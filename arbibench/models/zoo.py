@@ -64,7 +64,7 @@ class ZooEntry:
 # model card written by `arbibench train --export` holds it).
 RESNET20_CIFAR10_SHA256: dict[str, str] = {
     "fp": "3e01db63dcb13a90a127f6720bf73d46b3fdb78de2b59ea5f35fa03bb0e43dea",
-    "bnn": "3b17d3d05bd36878d9c2491858ec658c25f5d3f6d43e9cd00a5fd12a4407df24",
+    "bnn": "a216e971e8ae7167d2bc37bb2534742cc5e8ecfa8f556841d5f4488b5908ead3",
     "irnet": "0b641aea7caa40ae6da7a80a6d04138ceb87ffb4766649eff7c11a4cefd5b26b",
     "reactnet": "377debbea9e4f702b337c1a4024550e5073d29cd8d65de96aa8896729ea22fb8",
     "bireal": "638128e46775670e0c6962b31c316279e7f527d545179c03ea09e2dea46f5839",
