@@ -588,7 +588,7 @@ def recalibrate_checkpoint(
     (both on the first ``eval_examples`` test images, default all 10,000).
 
     Only the running statistics change, so the card keeps the checkpoint's training history; its recipe records the
-    re-estimation, so retraining with that recipe reproduces the weights.
+    re-estimation, which resets the statistics and so gives the same result whatever the checkpoint held before.
     """
     if batches < 1:
         raise ValueError(f"batches must be at least 1, got {batches}")
