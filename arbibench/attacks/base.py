@@ -149,6 +149,10 @@ class Attack(ABC):
     reports_min_distance: ClassVar[bool] = False  # AttackOutput.min_distance is set (see run_output)
     Config: ClassVar[type] = NoConfig
     config: Any  # an instance of Config, frozen
+    # Bumped when a change to the algorithm changes its results under the same config: a store then computes the
+    # attack afresh instead of reading back results of the earlier algorithm. Part of the identity from 1 on, so
+    # results of attacks never revised keep their keys.
+    revision: ClassVar[int] = 0
 
     @property
     def gradient_only(self) -> bool:
@@ -191,8 +195,10 @@ class Attack(ABC):
         return access_group(self.family)
 
     def config_dict(self) -> dict[str, Any]:
-        """The attack's identity for the store: its name and every config value (JSON-serialisable)."""
-        return {"name": self.name, **asdict(self.config)}
+        """The attack's identity for the store: its name, every config value (JSON-serialisable) and, once the
+        algorithm was revised, its ``revision``."""
+        identity = {"name": self.name, **asdict(self.config)}
+        return {**identity, "revision": self.revision} if self.revision else identity
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in asdict(self.config).items())

@@ -15,7 +15,9 @@ Binary searches stop at the paper's threshold theta = gamma / d^(3/2) (L2) or ga
 delta is 0.1 at the first iteration, then sqrt(d) * theta * dist (L2) or d * theta * dist (Linf).
 
 The start is the paper's: uniform-noise images drawn until one is misclassified (at most ``init_tries``), then a
-coarse binary search on the blend with the original (tolerance 1e-3, as in the authors' code).
+coarse binary search on the blend with the original (tolerance 1e-3, as in the authors' code). Before that, the
+original itself is queried once: an image misclassified on arrival is done at distance 0 whatever the noise does
+(on some models every noise draw lands in the very class the wrong label names).
 
 Budget: ``max_queries`` per sample, default 1000 (the paper runs to 25k; 1000 keeps a CPU evaluation affordable,
 raise it for headline numbers). A sample stops as soon as any query of any phase was adversarial within eps (early
@@ -131,6 +133,7 @@ class HopSkipJump(BlackBoxAttack):
     access = "labels"
     Config = HSJAConfig
     config: HSJAConfig
+    revision = 1  # 1: the original is queried first (one query of the budget)
 
     def steps(
         self,
@@ -182,6 +185,7 @@ class HopSkipJump(BlackBoxAttack):
         dev = x.device
         noise = x.clone()
         found = torch.zeros(n, dtype=torch.bool)
+        yield from log.decide(x, torch.arange(n))  # misclassified on arrival: done at distance 0, one query
         for _ in range(self.config.init_tries):
             idx = (~found & log.can_query()).nonzero().flatten()
             if idx.numel() == 0:
