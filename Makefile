@@ -70,7 +70,8 @@ ZOO_METHODS ?= bireal irnet reactnet xnorpp bnn xnor dorefa
 # (arbibench recalibrate; it keeps the shipped weights unless the new statistics are more accurate).
 # Then the models still short of the zoo's accuracy goal continue from their shipped kd checkpoint: binary weights
 # from the first epoch (--step1-epochs 0), the same teacher, a fresh cosine from half the kd learning rate (a warm
-# restart). The card records the starting checkpoint's sha256 and keeps the replaced version.
+# restart). The card records the starting checkpoint's sha256 and keeps the replaced version; a continuation that
+# ends no more accurate leaves the shipped model in place.
 ZOO_CONTINUE_METHODS ?= reactnet bireal irnet xnorpp bnn xnor dorefa
 ZOO_CONTINUE_EPOCHS ?= 12
 ZOO_RUNS ?= zoo_runs

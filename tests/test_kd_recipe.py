@@ -233,3 +233,31 @@ def test_a_run_saved_before_a_recipe_field_existed_resumes(tmp_path, data_dir):
     assert any("resuming" in m for m in messages)
     with pytest.raises(ValueError, match="different recipe"):
         train(replace(recipe, bn_recalibration_augment=True), run, data_dir, log=lambda m: None, eval_examples=50)
+
+
+def test_a_continuation_replaces_the_zoo_model_only_when_more_accurate(tmp_path, data_dir, monkeypatch):
+    # make zoo continues resnet20_xnorpp from its shipped checkpoint; the export must never ship a worse model
+    from typer.testing import CliRunner
+
+    import arbibench.train as training
+    from arbibench.cli import app
+
+    monkeypatch.setattr(training, "default_recipe", lambda method, paper=False, kind="finetune": _tiny(method))
+    full_train = training.train
+    monkeypatch.setattr(training, "train", lambda *a, **k: full_train(*a, **k, eval_examples=100))
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    zoo, runs = tmp_path / "zoo", tmp_path / "runs"
+    zoo.mkdir()
+    card = zoo / "resnet20_xnorpp.json"
+    args = ["train", "--method", "xnorpp", "--recipe", "kd", "--init-from", "resnet20_xnorpp", "--step1-epochs", "0",
+            "--epochs", "1", "--out", str(runs), "--export", "--zoo-dir", str(zoo)]  # fmt: skip
+    card.write_text(json.dumps({"name": "resnet20_xnorpp", "clean_acc": 1.0}))  # nothing beats it
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "kept the zoo's resnet20_xnorpp (1.0000)" in result.output
+    assert not (zoo / "resnet20_xnorpp.safetensors").exists()
+    assert json.loads(card.read_text()) == {"name": "resnet20_xnorpp", "clean_acc": 1.0}
+    card.write_text(json.dumps({"name": "resnet20_xnorpp", "clean_acc": 0.0}))  # the finished run beats it
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(card.read_text())["sha256"] == _digest(zoo / "resnet20_xnorpp.safetensors")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -9,7 +10,7 @@ import typer
 import arbibench.train as training
 from arbibench.data.download import DownloadError
 from arbibench.faults import fault_point
-from arbibench.models.zoo import export_checkpoint
+from arbibench.models.zoo import CHECKPOINT_DIR, export_checkpoint
 from arbibench.terminal import USER_ERRORS, console, fail
 
 TRAIN_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, DownloadError)
@@ -45,7 +46,9 @@ def train(
     paper: bool = typer.Option(False, help="Use the long paper-length schedule (for a GPU)."),
     data_dir: Path | None = typer.Option(None, help="CIFAR-10 folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     export: bool = typer.Option(
-        False, help="When done, write <arch>_<method>.safetensors and its model card to --zoo-dir."
+        False,
+        help="When done, write <arch>_<method>.safetensors and its model card to --zoo-dir. A run that continues "
+        "that very model (--init-from <arch>_<method>) replaces it only when its clean accuracy is higher.",
     ),
     zoo_dir: Path | None = typer.Option(None, help="Where --export writes; default: the package's checkpoint folder."),
 ) -> None:
@@ -81,12 +84,26 @@ def train(
         f"({summary['train_time_s'] / 60:.1f} min of training)"
     )
     if export:
+        shipped = _shipped_accuracy(name, zoo_dir) if recipe.init_from == name else None
+        if shipped is not None and summary["clean_acc"] <= shipped:
+            # a continuation must not ship a model less accurate than the one it started from
+            console.print(f"kept the zoo's {name} ({shipped:.4f}): the continued run is not more accurate")
+            return
         fault_point("train.export")  # crash tests kill here (arbibench.faults)
         try:
             card = export_checkpoint(run_dir, name, zoo_dir)
         except TRAIN_ERRORS as e:
             fail(e)
         console.print(f"exported {card}")
+
+
+def _shipped_accuracy(name: str, zoo_dir: Path | None) -> float | None:
+    """The clean accuracy on the card of the zoo model ``name`` would replace (None without a card)."""
+    card = Path(zoo_dir or CHECKPOINT_DIR) / f"{name}.json"
+    if not card.is_file():
+        return None
+    acc = json.loads(card.read_text()).get("clean_acc")
+    return float(acc) if acc is not None else None
 
 
 def recalibrate(
