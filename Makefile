@@ -50,8 +50,9 @@ demo: $(STAMP)
 		--model-info runs/demo/model_info
 	$(VENV)/bin/arbibench leaderboard build --model-info model_info --out site --format png,svg
 
-# The quick protocol over every shipped CIFAR-10 model (about 5 minutes a standard model, 30-50 minutes an adversarially
-# trained one, whose images survive into AutoAttack's later components, on the 2-core machine): the
+# The quick protocol over every shipped CIFAR-10 model (5 minutes for resnet20_fp on the idle 2-core machine, about 40
+# for a BNN on one thread beside a training run, 30-50 for an adversarially trained one, whose images survive into
+# AutoAttack's later components): the
 # shipped model cards in model_info/ and the README tables come from this run.
 PROTOCOL_STORE ?= runs/protocol.db
 protocol: $(STAMP)
