@@ -100,7 +100,8 @@ def protocol_run(
 
     protocol = _protocol(name, quick, demo)
     names = _protocol_models(models, protocol.dataset, model_dir)
-    console.print(f"protocol {protocol.label} on {len(names)} models: {', '.join(names)}")
+    noun = "model" if len(names) == 1 else "models"
+    console.print(f"protocol {protocol.label} on {len(names)} {noun}: {', '.join(names)}")
     for note in protocol.notes:
         console.print(f"[yellow]note[/]: {note}")
     t0 = time.perf_counter()
