@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -10,7 +9,7 @@ import typer
 import arbibench.train as training
 from arbibench.data.download import DownloadError
 from arbibench.faults import fault_point
-from arbibench.models.zoo import CHECKPOINT_DIR, export_checkpoint
+from arbibench.models.zoo import export_checkpoint, load_card
 from arbibench.terminal import USER_ERRORS, console, fail
 
 TRAIN_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, DownloadError)
@@ -99,10 +98,10 @@ def train(
 
 def _shipped_accuracy(name: str, zoo_dir: Path | None) -> float | None:
     """The clean accuracy on the card of the zoo model ``name`` would replace (None without a card)."""
-    card = Path(zoo_dir or CHECKPOINT_DIR) / f"{name}.json"
-    if not card.is_file():
+    try:
+        acc = load_card(name, zoo_dir).get("clean_acc")
+    except FileNotFoundError:
         return None
-    acc = json.loads(card.read_text()).get("clean_acc")
     return float(acc) if acc is not None else None
 
 
