@@ -34,6 +34,21 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
     assert len(resumed["history"]) == 2
 
 
+def test_a_finished_run_is_read_back_not_recalibrated_again(tmp_path, data_dir):
+    recipe = Recipe(method="bnn", epochs=1, batch_size=64, train_examples=128, bn_recalibration_batches=1)
+    first = train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=200)
+    weights = tmp_path / "run" / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns, weights.stat().st_ino
+    messages = []
+    again = train(recipe, tmp_path / "run", data_dir, log=messages.append, eval_examples=200)
+    assert again == first
+    assert (weights.stat().st_mtime_ns, weights.stat().st_ino) == stamp  # the weights were not re-estimated
+    assert any("is finished" in m for m in messages)
+    # measured on another number of test images, the summary is measured again
+    other = train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
+    assert other["clean_acc_n_examples"] == 100
+
+
 def test_resume_refuses_a_different_recipe(tmp_path, data_dir):
     recipe = Recipe(method="fp", epochs=1, batch_size=64, train_examples=64)
     train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=200)

@@ -445,6 +445,12 @@ def train(
     n_check = recipe.robust_check_images
     x_check, y_check = x_test[len(y_test) - n_check :], y_test[len(y_test) - n_check :]
     x_test, y_test = x_test[:eval_examples], y_test[:eval_examples]
+    finished = _finished_summary(out, recipe, start_epoch, len(y_test))
+    if finished is not None:
+        # Running a finished run again (``make zoo`` after a continuation the zoo kept its model over) must not
+        # re-estimate statistics already re-estimated, nor measure "before re-estimation" on the re-estimated weights.
+        log(f"{out} is finished: clean accuracy {finished['clean_acc']:.4f} (from its summary.json)")
+        return finished
     if recipe.train_examples is not None:
         x_train, y_train = x_train[: recipe.train_examples], y_train[: recipe.train_examples]
     xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
@@ -570,6 +576,17 @@ def train(
         summary["train_time_s"] = round(elapsed + time.time() - t0, 1)
     summary.update(final_accuracy(model, x_test, y_test))
     _atomic_write_json(summary, out / "summary.json")
+    return summary
+
+
+def _finished_summary(out: Path, recipe: Recipe, start_epoch: int, n_test: int) -> dict | None:
+    """The summary a finished run in ``out`` wrote for ``recipe`` on ``n_test`` test images; None if it has none."""
+    path = out / "summary.json"
+    if start_epoch < recipe.epochs or not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    if summary.get("recipe") != asdict(recipe) or summary.get("clean_acc_n_examples") != n_test:
+        return None
     return summary
 
 
