@@ -6,6 +6,8 @@ fails the same way without importing a layer above it.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import NoReturn
 
 import typer
@@ -15,7 +17,10 @@ from rich.markup import escape
 # Errors a command reports as one line instead of a traceback; each package's cli adds its own (DownloadError,
 # StoreError). OSError: disk full, read-only folder.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OSError)
-console = Console()
+# Output that is not a terminal (a log file, a pipe, CI) has no width of its own, and rich would assume 80 columns,
+# squeezing the wide tables (`zoo list`, `attacks list`) into cells of two letters. It gets 200 unless COLUMNS is set.
+PIPED_WIDTH = 200
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH)
 
 
 def fail(e: Exception) -> NoReturn:

@@ -1,6 +1,10 @@
 """The command line on the shipped models and real CIFAR-10: table, JSON, help, and one clear error per mistake."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -111,3 +115,12 @@ def test_autoattack_reports_what_it_ran(env, tmp_path):
     assert set(ran) | set(config["skipped"]) == {"apgd_ce", "apgd_t", "fab_t", "square"}
     if config["skipped"]:
         assert f"not available yet: {', '.join(config['skipped'])}" in result.output
+
+
+def test_piped_output_gets_room_for_wide_tables(data_dir):
+    """Redirected to a file or a pipe (no terminal, no COLUMNS), `zoo list` prints whole cells, not 80 columns."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"ARBIBENCH_DATA": str(data_dir)}
+    command = [str(Path(sys.executable).parent / "arbibench"), "zoo", "list"]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    assert "checkpoint present" in out and "resnet20_reactnet_at" in out
+    assert max(len(line) for line in out.splitlines()) > 80

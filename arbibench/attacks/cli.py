@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from arbibench.attacks.registry import describe_attacks
+from arbibench.terminal import console
 
 attacks_app = typer.Typer(help="The attack registry: names, families, norms and parameters.", no_args_is_help=True)
-console = Console()
 
 SPEC_HELP = (
     "Attack specs, comma-separated, run in this order: NAME or NAME(param=value, ...), e.g. "

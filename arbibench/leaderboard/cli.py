@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
 from arbibench.leaderboard.markdown import board_markdown
 from arbibench.leaderboard.ranking import build_boards
+from arbibench.terminal import console
 
 leaderboard_app = typer.Typer(help="The leaderboard site: build it from model cards, serve it locally.",
                               no_args_is_help=True)
-console = Console()
 
 
 @leaderboard_app.command()
