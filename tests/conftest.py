@@ -16,9 +16,9 @@ from arbibench.models.resnet import resnet20
 
 REPO_RELATIVE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-# The CLI console takes its width from COLUMNS once, when arbibench.terminal is first imported (the collection of the
-# test files below). pytest-xdist workers start with COLUMNS=80, which would fix every table at 80 columns; without
-# it the width is read at each print, so the tests that read tables set COLUMNS themselves.
+# The CLI console fixes its width once, when arbibench.terminal is first imported (the collection of the test files
+# below): from COLUMNS if set, else 200 columns, as for any output that is not a terminal. pytest-xdist workers start
+# with COLUMNS=80, which would squeeze every table into 80 columns.
 os.environ.pop("COLUMNS", None)
 
 
