@@ -9,14 +9,26 @@ round timing FP, reference and fused back to back so that a shared machine's noi
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 from arbibench.data import load_cifar10
 from arbibench.models.zoo import ZOO, load_model
 from arbibench.nn.fused import fuse
+
+# The real data folder beside the repository, as the other benchmarks use; $ARBIBENCH_DATA wins over it.
+REPO_RELATIVE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def default_data_dir() -> Path | None:
+    """``$ARBIBENCH_DATA``, else ``../shared/data`` when present, else None (the loader's cache folder)."""
+    if env := os.environ.get("ARBIBENCH_DATA"):
+        return Path(env)
+    return REPO_RELATIVE_DATA if REPO_RELATIVE_DATA.is_dir() else None
 
 
 def _ms(model: torch.nn.Module, x: torch.Tensor, reps: int) -> float:
@@ -32,7 +44,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--data-dir", default="/work/shared/data/cifar10")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        help="folder holding cifar10/; default $ARBIBENCH_DATA, else ../shared/data, else the cache",
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     x, _, _ = load_cifar10(200, data_dir=args.data_dir)
