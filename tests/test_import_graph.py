@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "arbibench.data": 1,
     "arbibench.nn": 2,
     "arbibench.models": 3,
+    "arbibench.deploy": 3,  # bit-packed deployed inference: reads nn and models, nothing above
     "arbibench.attacks": 4,
     "arbibench.evaluation": 5,
     "arbibench.train": 5,
