@@ -12,6 +12,7 @@ from arbibench.evaluation.cli import eval_, import_
 from arbibench.leaderboard.cli import leaderboard_app
 from arbibench.models.cli import zoo_app
 from arbibench.protocol.cli import protocol_app, sweep
+from arbibench.queue.cli import queue_app
 from arbibench.train.cli import recalibrate, train
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ app.add_typer(protocol_app, name="protocol")
 app.command("sweep")(sweep)
 app.add_typer(attacks_app, name="attacks")
 app.add_typer(leaderboard_app, name="leaderboard")
+app.add_typer(queue_app, name="queue")
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "arbibench"
 
 LAYERS: dict[str, int] = {
     "arbibench.cards": 0,
+    "arbibench.files": 0,
     "arbibench.faults": 0,
     "arbibench.terminal": 0,
     "arbibench.version": 0,
@@ -27,6 +28,7 @@ LAYERS: dict[str, int] = {
     "arbibench.train": 5,
     "arbibench.protocol": 6,
     "arbibench.leaderboard": 7,
+    "arbibench.queue": 7,  # runs long jobs as child processes; imports only files and terminal
     "arbibench.cli": 8,
     "arbibench": 9,  # the package's public face (arbibench/__init__.py) re-exports from every layer
 }

@@ -1,0 +1,123 @@
+"""``arbibench queue``: run, inspect, pause and resume the machine's one queue of long jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from arbibench.terminal import USER_ERRORS, console, fail
+
+queue_app = typer.Typer(
+    help="The machine's one queue of long jobs (zoo training, full-protocol cards): one job at a time, resumable, "
+    "committed to git as it goes. Pause it while tests or benchmarks run.",
+    no_args_is_help=True,
+)
+
+PLAN = Path("zoo_runs/queue.json")
+STATE = Path("zoo_runs/queue_state.json")
+RUN_DIR = Path("runs/queue")
+
+
+@queue_app.command("run")
+def run(
+    plan: Path = typer.Option(PLAN, help="The queue's plan: JSON {'jobs': [{name, steps, watch, commit, ...}]}."),
+    state: Path = typer.Option(STATE, help="Where finished steps are recorded (tracked in git)."),
+    only: str | None = typer.Option(None, help="Run only the job of this name."),
+    max_jobs: int | None = typer.Option(None, min=1, help="Stop after this many jobs."),
+    threads: int = typer.Option(2, min=1, help="OMP_NUM_THREADS of each step."),
+    commit: bool = typer.Option(True, help="Commit each epoch's checkpoint and each finished job to git."),
+    run_dir: Path = typer.Option(RUN_DIR, help="Runner files: pid, pause holders (not tracked)."),
+) -> None:
+    """Run every unfinished job in order; a killed queue resumes at the step and epoch where it stopped."""
+    from arbibench.queue.jobs import QueueState, load_plan  # start-up: --help stays light
+    from arbibench.queue.runner import Runner
+
+    try:
+        jobs = load_plan(plan)
+        if only is not None and only not in {j.name for j in jobs}:
+            raise ValueError(f"no job named {only!r} in {plan}; jobs: {', '.join(j.name for j in jobs)}")
+        runner = Runner(jobs, QueueState.load(state), Path.cwd(), run_dir, threads=threads, commit=commit,
+                        log=console.log)
+        n = runner.run(only=only, max_jobs=max_jobs)
+    except (*USER_ERRORS, RuntimeError) as e:
+        fail(e)
+    console.print(f"queue: {n} job(s) finished in this run")
+
+
+@queue_app.command("status")
+def status(
+    plan: Path = typer.Option(PLAN, help="The queue's plan."),
+    state: Path = typer.Option(STATE, help="The queue's record of finished steps."),
+    run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
+) -> None:
+    """Each job's progress: finished, running or waiting; epochs done of the budget and the projected hours left."""
+    from rich.table import Table  # start-up: --help stays light
+
+    from arbibench.queue.jobs import QueueState, load_plan  # start-up: --help stays light
+    from arbibench.queue.runner import running_pid
+
+    try:
+        jobs = load_plan(plan)
+    except USER_ERRORS as e:
+        fail(e)
+    st = QueueState.load(state)
+    pid = running_pid(run_dir)
+    table = Table("job", "state", "steps", "progress", "hours so far", "hours left (projected)")
+    total_left = 0.0
+    for job in jobs:
+        progress, left = "", None
+        if job.watch and (Path(job.watch) / "state.json").is_file():
+            run_state = json.loads((Path(job.watch) / "state.json").read_text())
+            done = len(run_state.get("history", []))
+            budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
+            per_epoch = run_state.get("elapsed_s", 0.0) / max(done, 1)
+            progress = f"epoch {done} of {budget}"
+            if run_state.get("stopped_early"):
+                progress += " (stopped early)"
+            else:
+                left = per_epoch * max(budget - done, 0) / 3600
+        elif job.budget_epochs:
+            progress = f"epoch 0 of {job.budget_epochs}"
+        finished = job.name in st.finished
+        if finished:
+            left, label = 0.0, f"finished {st.finished[job.name]}"
+        elif st.done_steps.get(job.name):
+            label = "running" if pid else "stopped mid-job"
+        else:
+            label = "waiting"
+        total_left += left or 0.0
+        table.add_row(job.name, label, f"{st.done_steps.get(job.name, 0)}/{len(job.steps)}", progress,
+                      f"{st.elapsed_s.get(job.name, 0.0) / 3600:.2f}", "" if left is None else f"{left:.1f}")
+    console.print(table)
+    console.print(f"runner: {'PID ' + str(pid) if pid else 'not running'}; projected hours left where known: "
+                  f"{total_left:.1f}")
+
+
+@queue_app.command("pause")
+def pause(
+    holder: str = typer.Option(..., help="Who pauses (a plain name, e.g. 'tests'); resume with the same name."),
+    run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
+) -> None:
+    """Stop the queue (SIGSTOP to the runner and its children) while tests or a benchmark run."""
+    from arbibench.queue.runner import pause as do_pause  # start-up: --help stays light
+
+    try:
+        console.print(do_pause(run_dir, holder))
+    except USER_ERRORS as e:
+        fail(e)
+
+
+@queue_app.command("resume")
+def resume(
+    holder: str = typer.Option(..., help="The name given to pause."),
+    run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
+) -> None:
+    """Let the queue go on once no other holder keeps it paused."""
+    from arbibench.queue.runner import resume as do_resume  # start-up: --help stays light
+
+    try:
+        console.print(do_resume(run_dir, holder))
+    except USER_ERRORS as e:
+        fail(e)

@@ -1,0 +1,88 @@
+"""Job definitions (``queue.json``) and the queue's record of what has finished (``queue_state.json``).
+
+Both files are plain JSON in the repository, so a later session sees the plan and the progress without running
+anything, and can reorder or add jobs by editing the plan.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arbibench.files import atomic_write_json
+
+
+@dataclass(frozen=True)
+class Job:
+    """One long job: commands run in order; ``watch`` is committed whenever its ``state.json`` changes (an epoch),
+    ``snapshot`` copies a working SQLite store to a tracked path every few minutes, ``commit`` is committed when the
+    job ends."""
+
+    name: str
+    steps: tuple[tuple[str, ...], ...]
+    watch: str | None = None
+    snapshot: tuple[str, str] | None = None  # (working store, tracked copy)
+    commit: tuple[str, ...] = ()
+    budget_epochs: int | None = None  # for the status projection of training jobs
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Job:
+        unknown = set(d) - {"name", "steps", "watch", "snapshot", "commit", "budget_epochs"}
+        if unknown:
+            raise ValueError(f"job {d.get('name')!r} has unknown fields {sorted(unknown)}")
+        if not d.get("name") or not d.get("steps"):
+            raise ValueError(f"every job needs a name and at least one step, got {d}")
+        steps = tuple(tuple(str(a) for a in s) for s in d["steps"])
+        if any(not s for s in steps):
+            raise ValueError(f"job {d['name']!r} has an empty step")
+        snap = d.get("snapshot")
+        return cls(
+            name=str(d["name"]),
+            steps=steps,
+            watch=d.get("watch"),
+            snapshot=(str(snap[0]), str(snap[1])) if snap else None,
+            commit=tuple(d.get("commit", ())),
+            budget_epochs=d.get("budget_epochs"),
+        )
+
+
+def load_plan(path: str | Path) -> list[Job]:
+    """The queue's jobs, in order; a duplicate name is an error (the state file is keyed by name)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no queue plan at {p}; write one (see `arbibench queue --help`) or pass --plan")
+    try:
+        raw = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p} is not valid JSON: {e}") from e
+    jobs = [Job.from_dict(d) for d in raw.get("jobs", [])]
+    names = [j.name for j in jobs]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"{p}: job names must be unique; repeated: {sorted(dup)}")
+    return jobs
+
+
+@dataclass
+class QueueState:
+    """Finished steps per job (by index), the job's wall time, and when each job ended."""
+
+    path: Path
+    done_steps: dict[str, int] = field(default_factory=dict)
+    finished: dict[str, str] = field(default_factory=dict)
+    elapsed_s: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path) -> QueueState:
+        p = Path(path)
+        if not p.is_file():
+            return cls(p)
+        raw = json.loads(p.read_text())
+        return cls(p, dict(raw.get("done_steps", {})), dict(raw.get("finished", {})), dict(raw.get("elapsed_s", {})))
+
+    def save(self) -> None:
+        atomic_write_json(
+            {"done_steps": self.done_steps, "finished": self.finished, "elapsed_s": self.elapsed_s}, self.path
+        )

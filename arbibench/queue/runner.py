@@ -1,0 +1,261 @@
+"""Run the queue: one job at a time, each step a child process on the queue's threads; pause and resume by PID.
+
+The runner writes its PID to ``<run_dir>/pid``. ``pause`` records a holder file and sends SIGSTOP to the runner and
+every descendant (a training, a protocol run); ``resume`` removes the holder and sends SIGCONT once no holder is
+left, so two test runs that overlap cannot wake the queue under each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from arbibench.queue.jobs import Job, QueueState
+
+SNAPSHOT_EVERY_S = 600.0
+POLL_S = 5.0
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc); empty where /proc has no children files."""
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out.extend(kids)
+            stack.extend(kids)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_pid(run_dir: Path) -> int | None:
+    """The PID of a live runner of this queue, or None."""
+    pid_file = run_dir / "pid"
+    if not pid_file.is_file():
+        return None
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (ValueError, IndexError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def _signal_tree(pid: int, sig: signal.Signals) -> int:
+    pids = [pid, *_descendants(pid)]
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+    return len(pids)
+
+
+def pause(run_dir: Path, holder: str) -> str:
+    """Stop the queue's processes until ``holder`` (and every other holder) resumes."""
+    _check_holder(holder)
+    holders = run_dir / "holders"
+    holders.mkdir(parents=True, exist_ok=True)
+    (holders / holder).write_text(f"{os.getpid()} {time.time():.0f}\n")
+    pid = running_pid(run_dir)
+    if pid is None:
+        return f"no queue is running; holder {holder!r} recorded, so a queue started now waits for its resume"
+    n = _signal_tree(pid, signal.SIGSTOP)
+    return f"paused the queue (PID {pid}, {n} processes) for {holder!r}"
+
+
+def resume(run_dir: Path, holder: str) -> str:
+    """Drop ``holder``; continue the queue's processes when no holder is left."""
+    _check_holder(holder)
+    (run_dir / "holders" / holder).unlink(missing_ok=True)
+    left = sorted(p.name for p in (run_dir / "holders").glob("*")) if (run_dir / "holders").is_dir() else []
+    pid = running_pid(run_dir)
+    if left:
+        return f"still paused for {', '.join(left)}"
+    if pid is None:
+        return "no queue is running"
+    n = _signal_tree(pid, signal.SIGCONT)
+    return f"resumed the queue (PID {pid}, {n} processes)"
+
+
+def _check_holder(holder: str) -> None:
+    if not holder or "/" in holder or holder.startswith("."):
+        raise ValueError(f"a holder is a plain name such as 'tests', got {holder!r}")
+
+
+def _holders(run_dir: Path) -> list[str]:
+    d = run_dir / "holders"
+    return sorted(p.name for p in d.glob("*")) if d.is_dir() else []
+
+
+def snapshot_store(working: Path, tracked: Path) -> bool:
+    """Copy a live SQLite store to ``tracked`` with SQLite's backup API (a consistent copy mid-run); False when the
+    working store does not exist yet."""
+    if not working.is_file():
+        return False
+    tracked.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tracked.with_name(tracked.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    src, dst = sqlite3.connect(working), sqlite3.connect(tmp)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+    os.replace(tmp, tracked)
+    return True
+
+
+def restore_store(working: Path, tracked: Path) -> bool:
+    """Start from the tracked snapshot when the working store is missing (a fresh checkout resumes there)."""
+    if working.is_file() or not tracked.is_file():
+        return False
+    working.parent.mkdir(parents=True, exist_ok=True)
+    snapshot_store(tracked, working)
+    return True
+
+
+def git_commit(paths: list[str], message: str, repo: Path) -> bool:
+    """Commit ``paths`` only (other staged or unstaged work stays as it is); False when nothing changed or git is
+    not available. Retries while another git process holds the index lock."""
+    existing = [p for p in paths if (repo / p).exists()]
+    if not existing or not (repo / ".git").exists():
+        return False
+    for _ in range(30):
+        add = subprocess.run(["git", "add", "--", *existing], cwd=repo, capture_output=True, text=True)
+        if add.returncode == 0:
+            diff = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *existing], cwd=repo)
+            if diff.returncode == 0:
+                return False
+            done = subprocess.run(["git", "commit", "-q", "-m", message, "--", *existing], cwd=repo,
+                                  capture_output=True, text=True)
+            if done.returncode == 0:
+                return True
+            err = done.stderr
+        else:
+            err = add.stderr
+        if "index.lock" not in err:
+            print(f"queue: git commit failed: {err.strip()}", file=sys.stderr)
+            return False
+        time.sleep(2)
+    return False
+
+
+def epoch_message(job: Job, state_json: Path) -> str:
+    """The commit message of a training checkpoint: the epoch and its validation accuracy when recorded."""
+    try:
+        st = json.loads(state_json.read_text())
+    except (OSError, json.JSONDecodeError):
+        return f"Queue: {job.name}, checkpoint"
+    hist = st.get("history") or [{}]
+    last = hist[-1]
+    total = st.get("recipe", {}).get("epochs", "?")
+    acc = last.get("val_acc")
+    acc_text = f", validation accuracy {100 * acc:.2f}%" if isinstance(acc, float) else ""
+    return f"Queue: {job.name} after epoch {last.get('epoch', '?')} of {total}{acc_text}"
+
+
+class Runner:
+    """Runs ``jobs`` in order from ``repo``, recording progress in ``state`` and the runner's files in ``run_dir``."""
+
+    def __init__(self, jobs: list[Job], state: QueueState, repo: Path, run_dir: Path, *, threads: int = 2,
+                 commit: bool = True, log: Callable[[str], object] = print) -> None:
+        self.jobs, self.state, self.repo, self.run_dir = jobs, state, repo, run_dir
+        self.threads, self.commit, self.log = threads, commit, log
+
+    def run(self, *, only: str | None = None, max_jobs: int | None = None) -> int:
+        """Run every unfinished job (or only the one named); returns the number of jobs finished now."""
+        other = running_pid(self.run_dir)
+        if other is not None and other != os.getpid():
+            raise RuntimeError(f"a queue runner is already running (PID {other}); one job at a time on this machine")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "pid").write_text(f"{os.getpid()}\n")
+        finished = 0
+        try:
+            for job in self.jobs:
+                if only is not None and job.name != only:
+                    continue
+                if job.name in self.state.finished:
+                    continue
+                self._run_job(job)
+                finished += 1
+                if max_jobs is not None and finished >= max_jobs:
+                    break
+        finally:
+            (self.run_dir / "pid").unlink(missing_ok=True)
+        return finished
+
+    def _wait_for_holders(self) -> None:
+        shown = False
+        while held := _holders(self.run_dir):
+            if not shown:
+                self.log(f"queue: waiting while paused for {', '.join(held)}")
+                shown = True
+            time.sleep(POLL_S)
+
+    def _run_job(self, job: Job) -> None:
+        start = self.state.done_steps.get(job.name, 0)
+        self.log(f"queue: {job.name} (step {start + 1} of {len(job.steps)})")
+        if job.snapshot:
+            if restore_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
+                self.log(f"queue: resumed the store from {job.snapshot[1]}")
+        for i in range(start, len(job.steps)):
+            self._wait_for_holders()
+            t0 = time.time()
+            self._run_step(job, job.steps[i])
+            self.state.elapsed_s[job.name] = round(self.state.elapsed_s.get(job.name, 0.0) + time.time() - t0, 1)
+            self.state.done_steps[job.name] = i + 1
+            self.state.save()
+        self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        self.state.save()
+        if self.commit:
+            paths = [str(self.state.path.relative_to(self.repo)), *job.commit]
+            paths += [job.watch] if job.watch else []
+            paths += [job.snapshot[1]] if job.snapshot else []
+            git_commit(paths, f"Queue: {job.name} finished", self.repo)
+        self.log(f"queue: {job.name} finished")
+
+    def _run_step(self, job: Job, step: tuple[str, ...]) -> None:
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        argv = list(step)
+        if argv[0] == "arbibench":  # the arbibench of this interpreter, whatever PATH says
+            argv = [sys.executable, "-m", "arbibench.cli", *argv[1:]]
+        self.log(f"queue: $ {' '.join(step)}")
+        proc = subprocess.Popen(argv, cwd=self.repo, env=env)
+        watch_state = self.repo / job.watch / "state.json" if job.watch else None
+        seen = watch_state.stat().st_mtime if watch_state and watch_state.exists() else None
+        last_snapshot = time.time()
+        while proc.poll() is None:
+            time.sleep(POLL_S)
+            if watch_state is not None and watch_state.exists() and watch_state.stat().st_mtime != seen:
+                seen = watch_state.stat().st_mtime
+                if self.commit:
+                    git_commit([job.watch or ""], epoch_message(job, watch_state), self.repo)
+            if job.snapshot and time.time() - last_snapshot > SNAPSHOT_EVERY_S:
+                last_snapshot = time.time()
+                if snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]) and self.commit:
+                    git_commit([job.snapshot[1]], f"Queue: {job.name}, store snapshot", self.repo)
+        if job.snapshot and snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]) and self.commit:
+            git_commit([job.snapshot[1]], f"Queue: {job.name}, store snapshot", self.repo)
+        if proc.returncode != 0:
+            raise RuntimeError(f"queue job {job.name!r} failed: `{' '.join(step)}` exited with {proc.returncode}")
