@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.model_import import import_checkpoint
+from arbibench.models.importers import build_converted_model, get_source
 from arbibench.models.zoo import load_model
 from arbibench.nn.zero_sign import ZeroSign
 
@@ -343,3 +344,42 @@ def test_import_matches_the_official_forward(case, tmp_path, data_dir):
     assert expected64.shape == got64.shape == (len(x), 1000 if imagenet else 10)
     assert expected64.std() > 0.01  # the random network separates the images: the comparison means something
     assert rel64 < 1e-6
+
+
+def reactnet_state_before_2020_10(state: State) -> State:
+    """The same weights in ReActNet's pre-October-2020 layout: each binary conv a flat ``weights`` of shape (N, 1)."""
+    return {(k.removesuffix("weight") + "weights" if k.endswith("binary_conv.weight") else k):
+            (v.reshape(-1, 1) if k.endswith("binary_conv.weight") else v) for k, v in state.items()}
+
+
+def test_reactnet_old_flat_layout_imports_equal_to_the_new_layout(tmp_path, data_dir):
+    new = reactnet_state()
+    old = reactnet_state_before_2020_10(new)
+    assert sum(k.endswith("binary_conv.weights") for k in old) == 16 and old["layer2.0.binary_conv.weights"].shape == (
+        128 * 64 * 3 * 3, 1)
+    source = get_source("reactnet")
+    published = source.model("resnet18_imagenet")
+    model_new, _ = build_converted_model(source, published, new, {})
+    model_old, conversion = build_converted_model(source, published, old, {})
+    state_new, state_old = model_new.state_dict(), model_old.state_dict()
+    assert state_new.keys() == state_old.keys()
+    assert all(torch.equal(state_new[k], state_old[k]) for k in state_new)
+    assert "reshaped" in conversion.keys["layer4.3.binary_conv.weights"]
+
+    # and through the file and the import command's own function, on real images
+    ckpt = tmp_path / "checkpoint.pth.tar"
+    save_official(old, ckpt)
+    card = import_checkpoint("reactnet", ckpt, "resnet18_imagenet", "react_old", tmp_path / "models",
+                             trust_pickle=True, n_examples=N_IMAGENET, data_dir=data_dir / "imagenet-sample")
+    assert card.is_file()
+    x, _, _ = load_imagenet(N_IMAGENET, data_dir / "imagenet-sample")
+    with torch.no_grad():
+        assert torch.equal(load_model("react_old", tmp_path / "models", "imagenet")(x), model_new.float()(x))
+
+
+def test_reactnet_flat_weight_of_the_wrong_size_is_refused_by_name():
+    old = reactnet_state_before_2020_10(reactnet_state())
+    old["layer1.2.binary_conv.weights"] = old["layer1.2.binary_conv.weights"][:-5]
+    source = get_source("reactnet")
+    with pytest.raises(ValueError, match=r"layer1\.2\.binary_conv\.weights has shape \(36859, 1\)"):
+        build_converted_model(source, source.model("resnet18_imagenet"), old, {})
