@@ -79,6 +79,11 @@ class Recipe:
     # the ones the protocol evaluates first). A drop below half the best epoch's value stops the run and keeps the
     # best epoch's weights (Wong et al.'s early stopping). 0: no check.
     robust_check_images: int = 0
+    # Held-out selection: the last val_examples training images are never trained on; every epoch is measured on
+    # them, the best epoch's weights are the run's result, and the run stops after ``patience`` epochs without a
+    # better validation accuracy (0: no early stop). The test set is measured once, on the selected weights.
+    val_examples: int = 0
+    patience: int = 0
 
 
 # Recipes that fit in ~45 minutes on a 2-core CPU; ``paper=True`` gives the long schedules for users with a GPU.
@@ -147,7 +152,22 @@ def at_recipe(method: str, arch: str = "resnet20") -> Recipe:
                    teacher=twin, **common)
 
 
-RECIPE_KINDS = ("finetune", "kd", "at")
+# The long continuation (``--recipe long``): the shipped kd checkpoint trained on, binary weights throughout, with the
+# same teacher, Adam and a cosine from half the kd learning rate over the whole budget; the last 5,000 training images
+# are held out to pick the epoch and stop early after 8 epochs without improvement. The budget is the most epochs a
+# model may have; the four strongest methods get 60, the three plain ones 30.
+LONG_EPOCHS = {"reactnet": 60, "bireal": 60, "irnet": 60, "xnorpp": 60, "bnn": 30, "xnor": 30, "dorefa": 30}
+LONG_LR, VAL_EXAMPLES, PATIENCE = 5e-4, 5_000, 8
+
+
+def long_recipe(method: str, arch: str = "resnet20") -> Recipe:
+    """Continue the shipped kd checkpoint of ``method`` for its epoch budget, selected on held-out training images."""
+    base = kd_recipe(method, arch)
+    return replace(base, epochs=LONG_EPOCHS.get(method, 30), step1_epochs=0, lr=LONG_LR, init_from=f"{arch}_{method}",
+                   val_examples=VAL_EXAMPLES, patience=PATIENCE)
+
+
+RECIPE_KINDS = ("finetune", "kd", "at", "long")
 
 
 def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") -> Recipe:
@@ -157,6 +177,8 @@ def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") 
         raise ValueError(f"unknown recipe {kind!r}; known: {', '.join(RECIPE_KINDS)}")
     if kind == "kd":
         r = kd_recipe(method)
+    elif kind == "long":
+        r = long_recipe(method)
     elif kind == "at":
         r = at_recipe(method)
     else:
@@ -399,6 +421,7 @@ def train(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     state_json = out / "state.json"
+    _check_counts(recipe)
     if recipe.adversarial is not None and recipe.adversarial not in ADVERSARIAL_KINDS:
         raise ValueError(f"unknown adversarial training {recipe.adversarial!r}; known: {', '.join(ADVERSARIAL_KINDS)}")
     if recipe.step1_epochs and not 0 < recipe.step1_epochs < recipe.epochs:
@@ -441,6 +464,7 @@ def train(
         log(f"resuming {out} at epoch {start_epoch + 1}/{recipe.epochs}")
 
     x_train, y_train = read_cifar10_arrays("train", data_dir)
+    x_train, y_train, x_val, y_val = split_validation(x_train, y_train, recipe.val_examples)
     x_test, y_test = read_cifar10_arrays("test", data_dir)
     n_check = recipe.robust_check_images
     x_check, y_check = x_test[len(y_test) - n_check :], y_test[len(y_test) - n_check :]
@@ -455,6 +479,10 @@ def train(
         x_train, y_train = x_train[: recipe.train_examples], y_train[: recipe.train_examples]
     xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
     steps_per_epoch = math.ceil(len(yt) / recipe.batch_size)
+    validation = meta.get("validation") if meta is not None else None
+    if recipe.val_examples and validation is None:
+        # the starting point's own validation accuracy: a continuation must beat it to replace the model it continues
+        validation = {"init_val_acc": evaluate(model, x_val, y_val) if recipe.init_from else None}
 
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -514,16 +542,20 @@ def train(
                 correct += (logits.argmax(1) == yb).sum().item()
                 seen += len(yb)
                 progress.update(task, advance=1, info=f"loss {loss_sum / seen:.3f} acc {correct / seen:.3f}")
-            test_acc = evaluate(model, x_test[:1000], y_test[:1000])  # a quick look; the card uses all
-            history.append(
-                {
-                    "epoch": epoch + 1,
-                    "train_loss": loss_sum / seen,
-                    "train_acc": correct / seen,
-                    "test_acc_1000": test_acc,
-                }
-            )
+            history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_acc": correct / seen})
             stopped_early = False
+            if recipe.val_examples:  # selection on held-out training images; the test set is not looked at
+                look = "val"
+                history[-1]["val_acc"] = acc = evaluate(model, x_val, y_val)
+                best_epoch = _best_val_epoch(history)
+                if best_epoch == epoch + 1:
+                    _atomic_save_tensors(model.state_dict(), out / "best_val.safetensors")
+                elif recipe.patience and epoch + 1 - best_epoch >= recipe.patience:
+                    stopped_early = True
+                    log(f"epoch {epoch + 1}: no better validation accuracy for {recipe.patience} epochs; stopping")
+            else:
+                look = "test@1000"
+                history[-1]["test_acc_1000"] = acc = evaluate(model, x_test[:1000], y_test[:1000])  # a quick look
             if n_check:
                 pgd_acc = robust_check(model, x_check, y_check, recipe.adv_eps)
                 best = max((h["pgd10_acc"] for h in history[:-1]), default=0.0)
@@ -537,7 +569,7 @@ def train(
                     log(f"epoch {epoch + 1}: PGD-10 accuracy fell from {best:.3f} to {pgd_acc:.3f}: catastrophic "
                         "overfitting; stopping with the best epoch's weights")
             elapsed += time.time() - t0
-            progress.update(task, info=f"loss {loss_sum / seen:.3f} acc {correct / seen:.3f} test@1000 {test_acc:.3f}")
+            progress.update(task, info=f"loss {loss_sum / seen:.3f} acc {correct / seen:.3f} {look} {acc:.3f}")
             opt_tensors, opt_meta = _optimizer_tensors(opt)
             _atomic_save_tensors(model.state_dict(), out / "model.safetensors")
             _atomic_save_tensors(opt_tensors, out / "optimizer.safetensors")
@@ -550,6 +582,7 @@ def train(
                     "optimizer": opt_meta,
                     "stopped_early": stopped_early,
                     "init_sha256": init_sha256,
+                    "validation": validation,
                 },
                 state_json,
             )
@@ -567,6 +600,21 @@ def train(
         summary["init_sha256"] = init_sha256
     if n_check:
         summary["robust_check"] = catastrophic_overfitting_check(recipe, history, len(y_check))
+    if recipe.val_examples:
+        best_epoch = _best_val_epoch(history)
+        model.load_state_dict(load_file(str(out / "best_val.safetensors")))
+        summary["validation"] = {
+            **(validation or {}),
+            "examples": recipe.val_examples,
+            "split": f"the last {recipe.val_examples} CIFAR-10 training images (never trained on by this run)",
+            "selection": "the epoch with the best validation accuracy"
+            + (f"; stop after {recipe.patience} epochs without a better one" if recipe.patience else ""),
+            "best_epoch": best_epoch,
+            "epochs_run": len(history),
+            "stopped_early": len(history) < recipe.epochs,
+            "val_acc_best_epoch": history[best_epoch - 1]["val_acc"],
+            "optimistic": _validation_optimistic(recipe.init_from),
+        }
     if recipe.bn_recalibration_batches:
         before = evaluate(model, x_test, y_test)
         t0 = time.time()
@@ -574,9 +622,53 @@ def train(
         _atomic_save_tensors(model.state_dict(), out / "model.safetensors")
         summary["clean_acc_before_bn_recalibration"] = before
         summary["train_time_s"] = round(elapsed + time.time() - t0, 1)
+    if recipe.val_examples:
+        summary["validation"]["val_acc"] = evaluate(model, x_val, y_val)
     summary.update(final_accuracy(model, x_test, y_test))
     _atomic_write_json(summary, out / "summary.json")
     return summary
+
+
+def _best_val_epoch(history: list[dict]) -> int:
+    """The (1-based) epoch of the best validation accuracy; the earliest on a tie."""
+    accs = [h["val_acc"] for h in history]
+    return 1 + max(range(len(accs)), key=lambda i: (accs[i], -i))
+
+
+def _check_counts(recipe: Recipe) -> None:
+    """Refuse counts that would train nothing (``--epochs 0`` once measured a random initialisation and exited 0)."""
+    for name in ("epochs", "batch_size"):
+        if getattr(recipe, name) < 1:
+            raise ValueError(f"{name} must be at least 1, got {getattr(recipe, name)}")
+    for name in ("val_examples", "patience"):
+        if getattr(recipe, name) < 0:
+            raise ValueError(f"{name} must be 0 (off) or positive, got {getattr(recipe, name)}")
+    if recipe.train_examples is not None and recipe.train_examples < 1:
+        raise ValueError(f"train_examples must be at least 1 (or None for all), got {recipe.train_examples}")
+
+
+def split_validation(
+    x_train: np.ndarray, y_train: np.ndarray, n_val: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train x, train y, validation x, validation y): the last ``n_val`` training images are the validation split,
+    a fixed slice so every run, resumed or not, holds out the same images."""
+    if n_val >= len(y_train):
+        raise ValueError(f"val_examples={n_val} leaves no training images out of {len(y_train)}")
+    if n_val == 0:
+        return x_train, y_train, x_train[:0], y_train[:0]
+    cut = len(y_train) - n_val
+    return x_train[:cut], y_train[:cut], x_train[cut:], y_train[cut:]
+
+
+def _validation_optimistic(init_from: str | None) -> bool:
+    """Whether the starting checkpoint may have trained on the validation images (then its figures flatter it)."""
+    if init_from is None:
+        return False
+    try:
+        card = load_card(init_from, CHECKPOINT_DIR)
+    except (FileNotFoundError, ValueError):
+        return True  # a file of unknown history
+    return not card.get("recipe", {}).get("val_examples")
 
 
 def _finished_summary(out: Path, recipe: Recipe, start_epoch: int, n_test: int) -> dict | None:
