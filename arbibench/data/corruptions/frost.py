@@ -1,9 +1,13 @@
-"""Procedural frost textures, standing in for the six frost photographs of the published generator.
+"""Procedural frost textures, standing in for the frost photographs of the published generator.
 
 Those photographs are not redistributable here, so arbibench draws ice from a fixed seed: a fractal haze of rime
 plus branching needles of hoarfrost, blue-white, at the scale the generator used (its photos shrunk to a fifth,
-so a 32x32 crop holds a few crystals). The textures are the same on every machine; they are not the photos, so the
-frost corruption is the one furthest from the official files.
+so a 32x32 crop holds a few crystals). The textures are matched to the statistics of the generator's first five
+photos shrunk to a fifth (the ones ``imagecorruptions`` 1.1.2 ships; measured, not copied): a bright layer of ice,
+grey level 164/255 on average (124 to 207 from photo to photo), bluish (blue over green over red), and smooth, with
+a standard deviation of about 15 grey levels inside a 32x32 crop. The blend ``a * image + b * ice`` then brightens
+and washes out an image as much as the photos do. The textures are the same on every machine; they are not the
+photos, so frost is still the corruption furthest from the official files.
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ from PIL import Image, ImageDraw, ImageFilter
 
 TEXTURE_SIZE = 160
 N_TEXTURES = 5  # the published generator draws from its first five photographs
-TINT = np.array([0.80, 0.90, 1.0])  # ice is blue-white
+TINT = np.array([0.80, 0.90, 1.0])  # ice is blue-white (the photos' red:green:blue is about 0.87:1:1.07)
+# Mean grey level of each texture in [0, 1]: an average of 0.65 (165/255), spread like the photos' 0.48..0.81.
+LEVELS = (0.50, 0.80, 0.66, 0.58, 0.70)
+HAZE_AMPLITUDE = 0.30  # rime: slow variation across a crop
+NEEDLE_AMPLITUDE = 0.35  # hoarfrost: the fine bright strokes
 
 
 def _haze(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -59,6 +67,7 @@ def frost_texture(index: int) -> np.ndarray:
         raise ValueError(f"frost texture index must be in 0..{N_TEXTURES - 1}, got {index}")
     rng = np.random.default_rng([0xF205, index])
     haze = _haze(rng, TEXTURE_SIZE)
-    ice = np.clip(0.55 * haze**1.5 + 0.75 * _needles(rng, TEXTURE_SIZE), 0, 1)
-    rgb = ice[..., None] * TINT * 255
+    needles = _needles(rng, TEXTURE_SIZE)
+    grey = LEVELS[index] + HAZE_AMPLITUDE * (haze - haze.mean()) + NEEDLE_AMPLITUDE * (needles - needles.mean())
+    rgb = grey[..., None] * (TINT / TINT.mean()) * 255  # tinted at the same mean grey level
     return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
