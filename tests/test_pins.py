@@ -1,0 +1,50 @@
+"""Pins: SHA256SUMS names every shipped checkpoint's bytes, and pinning a re-export checks its card first."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from arbibench.files import sha256_file
+from arbibench.models.pins import PIN_FILE, pin, read_pins
+from arbibench.models.zoo import ZOO
+
+
+def test_every_shipped_checkpoint_matches_its_pin():
+    pins = read_pins()
+    shipped = {name for name, entry in ZOO.items() if entry.shipped}
+    assert set(pins) == shipped
+    for name, sha in pins.items():
+        assert sha256_file(PIN_FILE.parent / f"{name}.safetensors") == sha, name
+        assert ZOO[name].sha256 == sha
+
+
+def test_pin_rewrites_one_line_after_checking_the_card(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    pins = folder / "SHA256SUMS"
+    shutil.copyfile(PIN_FILE, pins)
+    weights = folder / "resnet20_bnn.safetensors"
+    weights.write_bytes(b"retrained weights")
+    card = folder / "resnet20_bnn.json"
+    card.write_text(json.dumps({"sha256": "0" * 64}))
+    with pytest.raises(ValueError, match="export the run again"):
+        pin("resnet20_bnn", folder, pins)
+    assert pins.read_text() == PIN_FILE.read_text()  # nothing written
+    card.write_text(json.dumps({"sha256": sha256_file(weights)}))
+    old, new = pin("resnet20_bnn", folder, pins)
+    assert old == read_pins()["resnet20_bnn"] and new == sha256_file(weights)
+    after = read_pins(pins)
+    assert after["resnet20_bnn"] == new
+    assert {k: v for k, v in after.items() if k != "resnet20_bnn"} == {
+        k: v for k, v in read_pins().items() if k != "resnet20_bnn"
+    }
+
+
+def test_a_malformed_pin_line_is_named(tmp_path):
+    bad = tmp_path / "SHA256SUMS"
+    bad.write_text("abc  resnet20_fp.safetensors\n")
+    with pytest.raises(ValueError, match="SHA256SUMS:1"):
+        read_pins(bad)
