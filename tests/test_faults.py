@@ -334,19 +334,17 @@ def test_disk_full_during_a_commit_keeps_the_store_valid_and_resumable(tmp_path:
 def test_disk_full_while_writing_a_card_leaves_no_partial_file(
     tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from arbibench.evaluation.model_card import write_json_atomic
+    from arbibench.files import atomic_write_json
 
     card = tmp_path / "mi" / "card.json"
-    write_json_atomic({"acc": 1}, card)
-    real_write_text = Path.write_text
+    atomic_write_json({"acc": 1}, card)
 
-    def half_then_full(self: Path, text: str, *args: object, **kwargs: object) -> int:
-        real_write_text(self, text[: len(text) // 2])
+    def full(fd: int) -> None:  # the disk fills while the written temporary is flushed (delayed allocation)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(Path, "write_text", half_then_full)
+    monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError, match="cannot write .*card.json: No space left on device") as info:
-        write_json_atomic({"acc": 2}, card)
+        atomic_write_json({"acc": 2}, card)
     assert info.value.errno == errno.ENOSPC
     monkeypatch.undo()
     assert json.loads(card.read_text()) == {"acc": 1}  # the old card, whole

@@ -8,9 +8,8 @@ Cards are written atomically (temp file, then rename), so a crash never leaves h
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from arbibench.cards import (
 from arbibench.data.datasets import load_dataset
 from arbibench.evaluation.result import format_eps
 from arbibench.evaluation.store import hash_indices
-from arbibench.faults import fault_point
+from arbibench.files import atomic_write, atomic_write_text
 from arbibench.models.methods import get_method
 from arbibench.models.zoo import ZOO, fp_twin_name
 
@@ -91,38 +90,9 @@ def card_path(model_info: str | os.PathLike[str], dataset: str, threat_model: st
     return Path(model_info) / dataset / threat_model / f"{name}.json"
 
 
-def replace_atomically(path: Path, tmp: Path, write: Callable[[Path], object], point: str) -> Path:
-    """``write(tmp)``, then rename ``tmp`` over ``path``: the old file or the whole new one, never half of one.
-
-    A failed write (disk full, folder not writable) removes ``tmp`` and raises one OSError naming the file and the
-    fix; ``point`` is the fault-injection point between writing and renaming (:mod:`arbibench.faults`).
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write(tmp)
-        fault_point(point)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        message = (f"cannot write {path}: {e.strerror or e}; free disk space or make {path.parent} writable (or choose "
-                   "another --model-info folder), then rerun: finished batches are read back from the store")
-        raise OSError(*((e.errno, message) if e.errno is not None else (message,))) from e
-    return path
-
-
-def write_text_atomic(text: str, path: Path) -> Path:
-    """``text`` into ``path`` through :func:`replace_atomically` (fault point ``card.write``)."""
-    return replace_atomically(path, path.with_name(path.name + ".tmp"), lambda t: t.write_text(text), "card.write")
-
-
-def write_json_atomic(obj: dict[str, Any], path: Path) -> Path:
-    """A JSON document (not a model card: those go through :func:`write_card`), written atomically."""
-    return write_text_atomic(json.dumps(obj, indent=2, allow_nan=False) + "\n", path)
-
-
 def write_card(card: ModelCard | CorruptionCard, path: Path) -> Path:
     """A card in the schema's layout (:func:`arbibench.cards.card_text`), written atomically."""
-    return write_text_atomic(card_text(card), path)
+    return atomic_write_text(card_text(card), path, fault="card.write")
 
 
 def _attack_row(name: str, family: str, acc_star: float, acc_norm: float, interval: tuple[float, float] | list[float],
@@ -216,8 +186,7 @@ def save_examples(
         "x_clean": u8(xs), "x_adv": u8(x_adv), "y": ys.numpy().astype(np.int64), "pred_clean": pred[ok].numpy(),
         "pred_adv": pred_adv.numpy().astype(np.int64), "attack": np.array(attack),
     }
-    tmp = path.with_name(path.stem + ".tmp.npz")
-    return replace_atomically(path, tmp, lambda t: np.savez_compressed(t, **arrays), "examples.write")
+    return atomic_write(lambda f: np.savez_compressed(f, **arrays), path, fault="examples.write")
 
 
 def write_protocol_card(

@@ -3,25 +3,25 @@
 The file is read with the restricted unpickler (only with ``trust_pickle=True``), converted by its source's importer
 (:mod:`arbibench.models.importers`), and its clean accuracy on the first test images is measured and compared with the
 paper's figure when the user gives one. Only when every check passes are ``<name>.safetensors`` and ``<name>.json``
-written, each to a temporary file first and then renamed into place, so a failed import leaves nothing behind.
+written, each atomically (:mod:`arbibench.files`), so a failed import leaves nothing behind.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save as save_tensors
 
 from arbibench.data.datasets import load_dataset
 from arbibench.evaluation.inputs import clean_accuracy
+from arbibench.files import atomic_write_bytes, atomic_write_json, sha256_file
 from arbibench.models.importers import build_converted_model, get_source, read_torch_checkpoint
 from arbibench.models.methods import get_method
-from arbibench.models.zoo import ZOO, sha256_file, user_model_dir
+from arbibench.models.zoo import ZOO, user_model_dir
 
 ACCURACY_TOLERANCE = 2.0  # percentage points between the measured and the paper's clean accuracy
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -38,21 +38,11 @@ def _check_name(name: str, folder: Path, overwrite: bool) -> None:
 
 
 def _write_atomic(folder: Path, name: str, model: torch.nn.Module, card: dict[str, Any]) -> Path:
-    """Write ``<name>.safetensors`` and ``<name>.json`` via temporary files, weights first, card last."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``<name>.safetensors`` and then ``<name>.json``, each atomically: a card never names missing weights."""
     weights, card_path = folder / f"{name}.safetensors", folder / f"{name}.json"
-    tmp_weights = weights.with_name(weights.name + ".tmp")
-    tmp_card = card_path.with_name(card_path.name + ".tmp")
-    try:
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_weights))
-        card["checkpoint"], card["sha256"] = weights.name, sha256_file(tmp_weights)
-        tmp_card.write_text(json.dumps(card, indent=2) + "\n")
-        os.replace(tmp_weights, weights)
-        os.replace(tmp_card, card_path)
-    finally:
-        for tmp in (tmp_weights, tmp_card):
-            tmp.unlink(missing_ok=True)
-    return card_path
+    atomic_write_bytes(save_tensors({k: v.contiguous() for k, v in model.state_dict().items()}), weights)
+    card["checkpoint"], card["sha256"] = weights.name, sha256_file(weights)
+    return atomic_write_json(card, card_path)
 
 
 def import_checkpoint(

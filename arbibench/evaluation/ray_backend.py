@@ -31,7 +31,8 @@ from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.runner import CLEAN, EvalPlan, commit_outcome
 from arbibench.evaluation.store import Outcomes, hash_json, hash_model
-from arbibench.models.zoo import get_entry, load_model, sha256_file, verified_checkpoint
+from arbibench.files import sha256_file
+from arbibench.models.zoo import get_entry, load_model, verified_checkpoint
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting at the actor so that it never idles on a round trip
 WORKER_START_S = 120.0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -15,6 +14,7 @@ from rich.table import Table
 from arbibench.evaluation.metrics import RobustnessReport
 from arbibench.evaluation.min_perturbation import MinimalPerturbation
 from arbibench.evaluation.store import Outcomes
+from arbibench.files import atomic_write_json
 
 
 def format_eps(eps: float) -> str:
@@ -106,12 +106,7 @@ class BenchmarkResult:
 
     def save_json(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_dict` atomically (a crash never leaves half a file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        os.replace(tmp, path)
-        return path
+        return atomic_write_json(self.to_dict(), path)
 
     def table(self) -> Table:
         r = self.report

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
 from arbibench.leaderboard.markdown import board_markdown
 from arbibench.leaderboard.ranking import build_boards
@@ -68,7 +69,5 @@ def table(
     if out is None:
         print(text, end="")  # plain print: no wrapping or markup in the tables
         return
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    atomic_write_text(text, out)
     console.print(f"wrote {out}: {len(boards)} leaderboard(s)", highlight=False)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from arbibench.files import atomic_write_text
 from arbibench.models.markdown import zoo_markdown
 from arbibench.models.zoo import zoo_rows
 from arbibench.terminal import USER_ERRORS, console, fail
@@ -66,7 +67,5 @@ def zoo_table(
     if out is None:
         typer.echo(text, nl=False)
         return
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    atomic_write_text(text, out)
     console.print(f"wrote {out}")

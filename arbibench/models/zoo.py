@@ -17,7 +17,6 @@ sha256 taken from the card and checked.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import platform
@@ -29,6 +28,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from arbibench.files import atomic_write, atomic_write_json
+from arbibench.files import sha256_file as sha256_file  # re-exported: callers import it from the zoo
 from arbibench.models.architectures import build_model
 from arbibench.models.methods import METHODS, get_method
 from arbibench.nn.layers import count_binary_layers
@@ -101,14 +102,6 @@ ZOO.update(
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl")
 MAX_LISTED_KEYS = 5
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def user_model_dir() -> Path:
@@ -342,9 +335,8 @@ def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.P
     recipe = summary["recipe"]
     zoo.mkdir(parents=True, exist_ok=True)
     weights = zoo / f"{name}.safetensors"
-    tmp = weights.with_name(weights.name + ".tmp")
-    shutil.copyfile(run_dir / "model.safetensors", tmp)
-    os.replace(tmp, weights)
+    with open(run_dir / "model.safetensors", "rb") as source:
+        atomic_write(lambda f: shutil.copyfileobj(source, f), weights)
     model = build_model(recipe["arch"], recipe["method"])
     method = get_method(recipe["method"])
     card = {
@@ -380,7 +372,5 @@ def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.P
         card["robust_check"] = summary["robust_check"]
     card_path = zoo / f"{name}.json"
     card["previous_versions"] = _previous_versions(card_path, card["sha256"])
-    tmp = card_path.with_name(card_path.name + ".tmp")
-    tmp.write_text(json.dumps(card, indent=2) + "\n")
-    os.replace(tmp, card_path)
+    atomic_write_json(card, card_path)
     return card_path

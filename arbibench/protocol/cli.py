@@ -3,7 +3,6 @@ and ``arbibench/cli.py`` only wires it in."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from arbibench.evaluation.model_card import (
     write_protocol_card,
 )
 from arbibench.evaluation.store import ResultStore
+from arbibench.files import atomic_write_json
 from arbibench.models.zoo import load_model, zoo_rows
 from arbibench.protocol import presets
 from arbibench.protocol.corruptions import run_corruption_protocol
@@ -184,9 +184,7 @@ def protocol_report(
     console.print(findings_table(findings))
     if json_out is not None:
         payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings]}
-        tmp = json_out.with_name(json_out.name + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n")
-        tmp.replace(json_out)
+        atomic_write_json(payload, json_out)
         console.print(f"wrote {json_out}")
 
 

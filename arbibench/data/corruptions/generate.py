@@ -8,7 +8,6 @@ renamed into place only when complete. A folder holding the official files (no m
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -23,20 +22,13 @@ import numpy as np
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.data.cifar10c import CORRUPTIONS, FOLDER, MANIFEST, SEVERITIES, cifar10c_dir, read_manifest
 from arbibench.data.corruptions import CHUNK, corrupt
+from arbibench.files import sha256_file
 
 GENERATOR = "arbibench corruptions generate"
 PARAMETERS_SOURCE = (
     "severity table of Hendrycks & Dietterich's CIFAR generator (hendrycks/robustness, "
     "ImageNet-C/create_c/make_cifar_c.py); arbibench's own implementation; frost uses procedural textures"
 )
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _manifest_matches(manifest: dict | None, seed: int, n: int, corruptions: Sequence[str]) -> bool:
@@ -108,7 +100,7 @@ def generate_cifar10c(
             "parameters": PARAMETERS_SOURCE,
             "seconds": round(time.perf_counter() - t0, 2),
             "seconds_per_corruption": seconds,
-            "sha256": {p.name: _sha256(p) for p in sorted(tmp.glob("*.npy"))},
+            "sha256": {p.name: sha256_file(p) for p in sorted(tmp.glob("*.npy"))},
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         os.chmod(tmp, 0o755)

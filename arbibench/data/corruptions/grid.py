@@ -11,6 +11,7 @@ from PIL import Image, ImageDraw
 
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.data.cifar10c import CORRUPTIONS, SEVERITIES, cifar10c_dir, read_cell, read_manifest
+from arbibench.files import atomic_write
 
 
 def corruption_grid(
@@ -50,9 +51,4 @@ def corruption_grid(
             for k, pic in enumerate(pics):
                 img = Image.fromarray(np.ascontiguousarray(pic)).resize((tile, tile), Image.NEAREST)
                 canvas.paste(img, (x0 + k * (tile + pad), y0))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    canvas.save(tmp, format="PNG", optimize=True)
-    os.replace(tmp, path)
-    return path
+    return atomic_write(lambda f: canvas.save(f, format="PNG", optimize=True), path)
