@@ -70,3 +70,11 @@ def test_frost_changes_real_images_as_much_as_the_photos(data_dir: Path) -> None
         reference = PHOTO_ABS_CHANGE[severity - 1]
         assert abs(change - reference) < 0.1 * reference, (severity, change, reference)
         assert abs(out.mean() - PHOTO_OUTPUT_MEAN[severity - 1]) < 6, (severity, out.mean())
+
+
+def test_site_says_frost_is_procedural_and_claims_no_closeness() -> None:
+    """The leaderboard's hover text for regenerated data must not present frost as close to the official files."""
+    from arbibench.leaderboard.corruptions import REGENERATED_HINT
+
+    assert "frost" in REGENERATED_HINT and "procedural" in REGENERATED_HINT
+    assert "close to" not in REGENERATED_HINT
