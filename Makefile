@@ -8,7 +8,7 @@ ARBIBENCH_DATA ?= $(if $(wildcard ../shared/data/cifar10),$(abspath ../shared/da
 export ARBIBENCH_DATA
 DEMO_STORE ?= runs/demo.db
 
-.PHONY: install test lint demo protocol zoo site clean
+.PHONY: install test lint demo protocol zoo queue site clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,8 +36,11 @@ lint: $(STAMP)
 # Tests run one torch thread each (tests/conftest.py), so two pytest-xdist workers keep both cores of the 2-core CI
 # machine busy; --dist loadfile keeps each file's module fixtures (trained models, protocol runs) in one worker.
 TEST_WORKERS ?= 2
+# The machine's queue of long jobs (make queue) is paused while the tests run, so neither measures the other.
 test: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(VENV)/bin/arbibench queue pause --holder make-test >/dev/null; \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile; status=$$?; \
+	$(VENV)/bin/arbibench queue resume --holder make-test >/dev/null; exit $$status
 
 # The main job, first look: a BNN against its FP twin under three white-box and two black-box attacks on real
 # CIFAR-10 test images (the protocol's demo variant, 1.5 minutes on the idle 2-core development machine), with the
@@ -64,17 +67,12 @@ protocol: $(STAMP)
 # adversarially trained models (--recipe at: resnet20_fp_at, then BNNs distilled from it), then the BNNs of the
 # two-step distillation recipe (the shipped resnet20_fp is teacher and starting point). Each run resumes from its last
 # finished epoch in $(ZOO_RUNS)/ (commit it to carry an unfinished queue to another machine), then exports checkpoint
-# + model card into the package (then put its sha256 in models/zoo.py). A model whose card holds its recipe is done.
+# + model card into the package (then pin its sha256: arbibench zoo pin NAME). A model whose card holds its recipe is done.
 ZOO_AT_METHODS ?= fp bireal reactnet
 ZOO_METHODS ?= bireal irnet reactnet xnorpp bnn xnor dorefa
 # kd checkpoints trained before the recipe re-estimated BatchNorm statistics on augmented images get that step
 # (arbibench recalibrate; it keeps the shipped weights unless the new statistics are more accurate).
-# Then the models still short of the zoo's accuracy goal continue from their shipped kd checkpoint: binary weights
-# from the first epoch (--step1-epochs 0), the same teacher, a fresh cosine from half the kd learning rate (a warm
-# restart). The card records the starting checkpoint's sha256 and keeps the replaced version; a continuation that
-# ends no more accurate leaves the shipped model in place.
-ZOO_CONTINUE_METHODS ?= reactnet bireal irnet xnorpp bnn xnor dorefa
-ZOO_CONTINUE_EPOCHS ?= 12
+# Continuing them towards the papers' accuracy is the queue's job (`make queue`), with held-out selection.
 ZOO_RUNS ?= zoo_runs
 CHECKPOINTS = arbibench/models/checkpoints
 zoo: $(STAMP)
@@ -95,12 +93,14 @@ zoo: $(STAMP)
 		OMP_NUM_THREADS=2 $(VENV)/bin/arbibench recalibrate resnet20_$$m --out $(ZOO_RUNS)/recalibrated --export \
 			|| exit 1; \
 	done
-	for m in $(ZOO_CONTINUE_METHODS); do \
-		if grep -q '"init_from": "resnet20_'$$m'"' $(CHECKPOINTS)/resnet20_$$m.json 2>/dev/null; then \
-			echo "resnet20_$$m (continued): done"; continue; fi; \
-		OMP_NUM_THREADS=2 $(VENV)/bin/arbibench train --arch resnet20 --method $$m --recipe kd --init-from resnet20_$$m \
-			--step1-epochs 0 --epochs $(ZOO_CONTINUE_EPOCHS) --lr 0.0005 --out $(ZOO_RUNS)/continued --export || exit 1; \
-	done
+
+# The machine's one queue of long jobs (zoo_runs/queue.json): the zoo v3 continuations (held-out selection, each
+# exported model pinned, its quick-protocol and corruption cards regenerated), then the full-protocol cards. One job at
+# a time on 2 threads; each epoch's checkpoint and each store snapshot is committed, and a killed queue resumes where it
+# stopped. `arbibench queue status` shows progress; `arbibench queue pause/resume --holder NAME` around tests.
+queue: $(STAMP)
+	mkdir -p logs
+	$(VENV)/bin/arbibench queue run
 
 # The leaderboard site from the protocol runner's model cards (model_info/<dataset>/<threat>/<name>.json).
 site: $(STAMP)
