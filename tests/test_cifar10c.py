@@ -26,7 +26,7 @@ from arbibench.data.cifar10c import (
     read_cell,
 )
 from arbibench.data.corruptions import corrupt
-from arbibench.data.corruptions.generate import generate_cifar10c
+from arbibench.data.corruptions.generate import GENERATOR_VERSION, generate_cifar10c
 from arbibench.data.download import DownloadError
 
 N = 12
@@ -76,6 +76,20 @@ def test_generator_is_deterministic_and_kept(root: Path, tmp_path: Path, data_di
     _, seed1 = generate_cifar10c(N, seed=1, data_dir=data_dir, out=tmp_path / "CIFAR-10-C")
     assert seed1["sha256"]["gaussian_noise.npy"] != first["sha256"]["gaussian_noise.npy"]
     assert seed1["sha256"]["contrast.npy"] == first["sha256"]["contrast.npy"]  # no randomness in contrast
+
+
+def test_folder_of_an_older_generator_is_made_again(tmp_path: Path, data_dir: Path) -> None:
+    """A folder written before a corruption changed (frost's textures) holds other images: it is not kept."""
+    out = tmp_path / "CIFAR-10-C"
+    folder, manifest = generate_cifar10c(N, seed=0, data_dir=data_dir, out=out, corruptions=("frost",))
+    assert manifest["generator_version"] == GENERATOR_VERSION
+    fresh = np.load(folder / "frost.npy")
+    stale = {k: v for k, v in manifest.items() if k != "generator_version"}  # as the generator wrote it before
+    (folder / MANIFEST).write_text(json.dumps(stale))
+    np.save(folder / "frost.npy", np.zeros_like(fresh))
+    _, again = generate_cifar10c(N, seed=0, data_dir=data_dir, out=out, corruptions=("frost",))
+    assert again["generator_version"] == GENERATOR_VERSION
+    assert np.array_equal(np.load(folder / "frost.npy"), fresh)
 
 
 def test_official_folder_is_never_replaced(tmp_path: Path, data_dir: Path) -> None:

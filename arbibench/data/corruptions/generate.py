@@ -25,14 +25,19 @@ from arbibench.data.corruptions import CHUNK, corrupt
 from arbibench.files import sha256_file
 
 GENERATOR = "arbibench corruptions generate"
+# Raised whenever a corruption's output changes, so that a folder made by an older generator is made again rather
+# than kept: 2 = frost textures matched to the official photos' brightness (1 and unversioned: the dark textures).
+GENERATOR_VERSION = 2
 PARAMETERS_SOURCE = (
     "severity table of Hendrycks & Dietterich's CIFAR generator (hendrycks/robustness, "
-    "ImageNet-C/create_c/make_cifar_c.py); arbibench's own implementation; frost uses procedural textures"
+    "ImageNet-C/create_c/make_cifar_c.py); arbibench's own implementation; frost uses procedural textures "
+    "matched to the official frost photos' brightness, tint and grain"
 )
 
 
 def _manifest_matches(manifest: dict | None, seed: int, n: int, corruptions: Sequence[str]) -> bool:
-    return (manifest is not None and manifest.get("seed") == seed and manifest.get("n_examples") == n
+    return (manifest is not None and manifest.get("generator_version") == GENERATOR_VERSION
+            and manifest.get("seed") == seed and manifest.get("n_examples") == n
             and manifest.get("corruptions") == list(corruptions))
 
 
@@ -49,8 +54,9 @@ def generate_cifar10c(
     """Write a regenerated CIFAR-10-C of the first ``n_examples`` test images to ``out`` (default
     ``<data>/CIFAR-10-C``); returns the folder and its manifest.
 
-    An existing regenerated folder with the same seed, N and corruptions is kept as it is (the output is
-    deterministic) unless ``force``; one made with other settings is replaced. ``on_cell(corruption, severity,
+    An existing regenerated folder with the same seed, N and corruptions, made by this generator version, is kept
+    as it is (the output is deterministic) unless ``force``; one made with other settings or by an older generator
+    (other corruption images) is replaced. ``on_cell(corruption, severity,
     n)`` is called after each cell, for progress.
     """
     if isinstance(n_examples, bool) or not isinstance(n_examples, int) or not 1 <= n_examples <= 10_000:
@@ -91,6 +97,7 @@ def generate_cifar10c(
         manifest = {
             "source": "regenerated",
             "generator": GENERATOR,
+            "generator_version": GENERATOR_VERSION,
             "seed": seed,
             "n_examples": n_examples,
             "first_test_images": n_examples,
