@@ -12,6 +12,7 @@ Run with ``-s`` to see the measured numbers.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from arbibench.data import load_cifar10, load_imagenet
-from arbibench.evaluation.model_import import import_checkpoint
+from arbibench.data.datasets import count_test_images
+from arbibench.evaluation.model_import import DEFAULT_CHECK_IMAGES, import_checkpoint
 from arbibench.models.importers import build_converted_model, get_source
 from arbibench.models.zoo import load_model
 from arbibench.nn.zero_sign import ZeroSign
@@ -383,3 +385,17 @@ def test_reactnet_flat_weight_of_the_wrong_size_is_refused_by_name():
     source = get_source("reactnet")
     with pytest.raises(ValueError, match=r"layer1\.2\.binary_conv\.weights has shape \(36859, 1\)"):
         build_converted_model(source, source.model("resnet18_imagenet"), old, {})
+
+
+def test_import_checks_on_all_of_a_folder_smaller_than_the_default(tmp_path, data_dir):
+    """A 100-image ImageNet folder: the default check runs on its 100 images instead of refusing 1000."""
+    sample = data_dir / "imagenet-sample"
+    assert count_test_images("imagenet", sample) == 100 < DEFAULT_CHECK_IMAGES
+    ckpt = tmp_path / "checkpoint.pth.tar"
+    save_official(reactnet_state(), ckpt)
+    card = import_checkpoint("reactnet", ckpt, "resnet18_imagenet", "react_small", tmp_path / "models",
+                             trust_pickle=True, data_dir=sample)
+    assert json.loads(card.read_text())["clean_acc_n_examples"] == 100
+    with pytest.raises(ValueError, match="holds only 100 samples"):  # an explicit larger count is still refused
+        import_checkpoint("reactnet", ckpt, "resnet18_imagenet", "react_more", tmp_path / "models",
+                          trust_pickle=True, n_examples=101, data_dir=sample)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import torch
 
-from arbibench.data.cifar10 import load_cifar10
-from arbibench.data.imagenet import load_imagenet
+from arbibench.data.cifar10 import SPLIT_SIZES, load_cifar10
+from arbibench.data.imagenet import imagenet_size, load_imagenet
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 Loader = Callable[[int | None, "str | os.PathLike | None", "int | None"], Batch]
@@ -37,6 +37,16 @@ def check_dataset(dataset: str) -> None:
     """Raise one ValueError naming the known datasets when ``dataset`` is not one of them."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
+
+
+def count_test_images(dataset: str, data_dir: str | os.PathLike | None) -> int:
+    """How many test images ``dataset`` holds: CIFAR-10's 10,000, or what the ImageNet folder holds."""
+    check_dataset(dataset)
+    if dataset == "cifar10":
+        return SPLIT_SIZES["test"]
+    if data_dir is None:
+        raise ValueError("ImageNet has no download; pass data_dir (--data-dir) pointing to your validation images")
+    return imagenet_size(data_dir)
 
 
 def load_dataset(

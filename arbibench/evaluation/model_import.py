@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from safetensors.torch import save as save_tensors
 
-from arbibench.data.datasets import load_dataset
+from arbibench.data.datasets import count_test_images, load_dataset
 from arbibench.evaluation.inputs import clean_accuracy
 from arbibench.files import atomic_write_bytes, atomic_write_json, sha256_file
 from arbibench.models.importers import build_converted_model, get_source, read_torch_checkpoint
@@ -24,6 +24,7 @@ from arbibench.models.methods import get_method
 from arbibench.models.zoo import ZOO, user_model_dir
 
 ACCURACY_TOLERANCE = 2.0  # percentage points between the measured and the paper's clean accuracy
+DEFAULT_CHECK_IMAGES = 1000  # test images of the clean-accuracy check, or all the data folder holds when fewer
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -55,7 +56,7 @@ def import_checkpoint(
     trust_pickle: bool = False,
     options: dict[str, float] | None = None,
     expect_acc: float | None = None,
-    n_examples: int = 1000,
+    n_examples: int | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
 ) -> Path:
@@ -64,8 +65,10 @@ def import_checkpoint(
     ``source`` is one of :data:`arbibench.models.importers.SOURCES` and ``arch`` one of its published models.
     ``trust_pickle=True`` is required: the official files are pickles (read with ``weights_only=True``).
     ``options`` holds the method's hyper-parameters the file does not store (BiPer: ``{"freq": 20}``).
-    The clean accuracy on the first ``n_examples`` test images goes into the card; with ``expect_acc`` (the paper's
-    top-1, in %) a gap over 2 points is an error. Nothing is written unless every check passes.
+    The clean accuracy on the first ``n_examples`` test images goes into the card (default: the first
+    :data:`DEFAULT_CHECK_IMAGES`, or all the data folder holds when fewer, as a 100-image ImageNet sample); with
+    ``expect_acc`` (the paper's top-1, in %) a gap over 2 points is an error.
+    Nothing is written unless every check passes.
     """
     src = get_source(source)
     published = src.model(arch)
@@ -78,11 +81,13 @@ def import_checkpoint(
         raise ValueError(f"source {source!r} needs {', '.join('--' + o for o in missing)}: {src.option_help}")
     if unknown:
         raise ValueError(f"source {source!r} takes no option {', '.join(unknown)}")
-    if n_examples < 1:
+    if n_examples is not None and n_examples < 1:
         raise ValueError(f"n_examples must be >= 1 (the clean-accuracy check), got {n_examples}")
     path = Path(checkpoint)
     state = read_torch_checkpoint(path, trust_pickle=trust_pickle)
     model, conversion = build_converted_model(src, published, state, options)
+    if n_examples is None:
+        n_examples = min(DEFAULT_CHECK_IMAGES, count_test_images(src.dataset, data_dir))
     x, y, _ = load_dataset(src.dataset, n_examples, data_dir, None)
     acc = clean_accuracy(model, x, y)
     if expect_acc is not None and abs(100 * acc - expect_acc) > ACCURACY_TOLERANCE:
