@@ -1,0 +1,140 @@
+"""The long-job queue: a killed queue resumes a training at its next epoch with the same weights as an uninterrupted
+run, finished steps are not run again, and pause/resume stop and continue the running step by holder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arbibench.queue.jobs import Job, QueueState, load_plan
+from arbibench.queue.runner import Runner, pause, resume, running_pid
+
+# A tiny real training (bnn, 256 CIFAR-10 images, 3 epochs, 64 held out) as a queue step.
+TRAIN_STEP = (
+    "import sys; from arbibench.train import Recipe, train; "
+    "train(Recipe(method='bnn', epochs=3, batch_size=64, train_examples=256, optimizer='adam', lr=1e-3, "
+    "val_examples=64), sys.argv[1], sys.argv[2], log=print, eval_examples=100)"
+)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _plan(tmp_path: Path, jobs: list[dict]) -> Path:
+    plan = tmp_path / "queue.json"
+    plan.write_text(json.dumps({"jobs": jobs}))
+    return plan
+
+
+def _queue_cmd(tmp_path: Path, plan: Path) -> list[str]:
+    return [sys.executable, "-m", "arbibench.cli", "queue", "run", "--plan", str(plan), "--state",
+            str(tmp_path / "state.json"), "--run-dir", str(tmp_path / "runner"), "--no-commit", "--threads", "1"]
+
+
+def _wait_for(predicate, timeout: float = 240.0) -> None:
+    end = time.time() + timeout
+    while not predicate():
+        if time.time() > end:
+            raise AssertionError("timed out")
+        time.sleep(0.2)
+
+
+def test_a_killed_queue_resumes_the_training_at_its_next_epoch(tmp_path, data_dir):
+    repo = Path.cwd()
+    ref = tmp_path / "reference"
+    subprocess.run([sys.executable, "-c", TRAIN_STEP, str(ref), str(data_dir)], check=True, capture_output=True,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    run = tmp_path / "queued"
+    plan = _plan(tmp_path, [{"name": "tiny", "steps": [[sys.executable, "-c", TRAIN_STEP, str(run), str(data_dir)],
+                                                         [sys.executable, "-c", "print('after')"]],
+                             "watch": str(run)}])
+    queue = subprocess.Popen(_queue_cmd(tmp_path, plan), cwd=repo, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state_json = run / "state.json"
+    _wait_for(lambda: state_json.exists() and json.loads(state_json.read_text())["epoch"] >= 0)
+    os.killpg(queue.pid, signal.SIGKILL)  # the runner and its training, mid-run
+    queue.wait()
+    killed_at = json.loads(state_json.read_text())["epoch"]
+    assert killed_at < 2, "the kill came too late to test a resume"
+    assert QueueState.load(tmp_path / "state.json").done_steps == {}
+    out = subprocess.run(_queue_cmd(tmp_path, plan), cwd=repo, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert _digest(run / "model.safetensors") == _digest(ref / "model.safetensors")
+    assert json.loads((run / "summary.json").read_text()) == json.loads((ref / "summary.json").read_text())
+    state = QueueState.load(tmp_path / "state.json")
+    assert state.done_steps == {"tiny": 2} and "tiny" in state.finished
+    # a finished queue runs nothing again
+    again = subprocess.run(_queue_cmd(tmp_path, plan), cwd=repo, capture_output=True, text=True)
+    assert "0 job(s) finished" in again.stdout
+
+
+def test_pause_stops_the_running_step_until_every_holder_resumes(tmp_path):
+    counter = tmp_path / "count"
+    tick = (f"import time, pathlib\nfor i in range(10**6): pathlib.Path({str(counter)!r}).write_text(str(i)); "
+            "time.sleep(0.05)")
+    plan = _plan(tmp_path, [{"name": "ticker", "steps": [[sys.executable, "-c", tick]]}])
+    run_dir = tmp_path / "runner"
+    queue = subprocess.Popen(_queue_cmd(tmp_path, plan), start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: counter.exists() and counter.read_text() != "" and running_pid(run_dir) is not None)
+        assert "paused" in pause(run_dir, "tests")
+        assert "paused" in pause(run_dir, "bench")
+        time.sleep(0.5)
+        frozen = counter.read_text()
+        time.sleep(1.0)
+        assert counter.read_text() == frozen
+        assert "still paused for bench" in resume(run_dir, "tests")
+        time.sleep(1.0)
+        assert counter.read_text() == frozen
+        assert "resumed" in resume(run_dir, "bench")
+        _wait_for(lambda: counter.read_text() not in ("", frozen), timeout=20)
+    finally:
+        os.killpg(queue.pid, signal.SIGKILL)
+        queue.wait()
+
+
+def test_a_failing_step_stops_the_queue_and_is_not_recorded(tmp_path):
+    plan = _plan(tmp_path, [{"name": "bad", "steps": [[sys.executable, "-c", "raise SystemExit(3)"]]},
+                            {"name": "later", "steps": [[sys.executable, "-c", "print(1)"]]}])
+    out = subprocess.run(_queue_cmd(tmp_path, plan), capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "exited with 3" in out.stdout
+    assert QueueState.load(tmp_path / "state.json").finished == {}
+
+
+def test_plans_with_mistakes_are_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="unique"):
+        load_plan(_plan(tmp_path, [{"name": "a", "steps": [["x"]]}, {"name": "a", "steps": [["y"]]}]))
+    with pytest.raises(ValueError, match="unknown fields"):
+        load_plan(_plan(tmp_path, [{"name": "a", "steps": [["x"]], "stpes": []}]))
+    with pytest.raises(FileNotFoundError, match="no queue plan"):
+        load_plan(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="plain name"):
+        pause(tmp_path, "../x")
+
+
+def test_the_shipped_plan_loads_and_its_first_jobs_are_the_zoo_continuations():
+    jobs = load_plan(Path(__file__).resolve().parents[1] / "zoo_runs" / "queue.json")
+    assert jobs[0].name == "zoo v3: resnet20_reactnet" and jobs[0].budget_epochs == 60
+    assert all(isinstance(j, Job) and j.steps for j in jobs)
+    assert any(j.snapshot for j in jobs)  # the full-protocol stores are carried across sessions
+
+
+def test_the_runner_refuses_a_second_runner(tmp_path):
+    run_dir = tmp_path / "runner"
+    run_dir.mkdir()
+    (run_dir / "pid").write_text(f"{os.getpid()}\n")  # this very process stands for a live runner
+    other = Runner([], QueueState(tmp_path / "s.json"), tmp_path, run_dir, commit=False, log=lambda m: None)
+    (run_dir / "pid").write_text(f"{os.getppid()}\n")
+    with pytest.raises(RuntimeError, match="already running"):
+        other.run()
