@@ -91,8 +91,10 @@ def status(
         table.add_row(job.name, label, f"{st.done_steps.get(job.name, 0)}/{len(job.steps)}", progress,
                       f"{st.elapsed_s.get(job.name, 0.0) / 3600:.2f}", "" if left is None else f"{left:.1f}")
     console.print(table)
-    console.print(f"runner: {'PID ' + str(pid) if pid else 'not running'}; projected hours left where known: "
-                  f"{total_left:.1f}")
+    holders = sorted(p.name for p in (run_dir / "holders").glob("*")) if (run_dir / "holders").is_dir() else []
+    console.print(f"runner: {'PID ' + str(pid) if pid else 'not running'}"
+                  + (f", paused for {', '.join(holders)}" if holders else "")
+                  + f"; projected hours left where known: {total_left:.1f}")
 
 
 @queue_app.command("pause")
