@@ -1,21 +1,116 @@
 """The ``arbibench`` command line: wiring only. Each package owns its commands in its own ``cli.py`` (train and
-recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard); this module builds the
-app and adds them."""
+recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard, queue); this module names
+them and adds them.
+
+A command's module is imported only when that command runs or shows its help: ``arbibench --help`` lists the
+commands from the table below and imports none of them, so it answers without the seconds ``import torch`` takes
+(a package's ``__init__`` may load torch even when its ``cli.py`` does not). ``tests/test_cli_startup.py`` checks
+that each entry's one-line help is the first line of the command's own.
+"""
 
 from __future__ import annotations
 
-import typer
+import difflib
+import importlib
+from dataclasses import dataclass
+from typing import Any
 
-from arbibench.attacks.cli import attacks_app
-from arbibench.data.cli import corruptions_app
-from arbibench.evaluation.cli import eval_, import_
-from arbibench.leaderboard.cli import leaderboard_app
-from arbibench.models.cli import zoo_app
-from arbibench.protocol.cli import protocol_app, sweep
-from arbibench.queue.cli import queue_app
-from arbibench.train.cli import recalibrate, train
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+
+@dataclass(frozen=True)
+class CommandEntry:
+    """One ``arbibench`` command: where its typer function or app lives, and its line in ``arbibench --help``."""
+
+    module: str
+    attr: str
+    summary: str
+
+
+COMMANDS: dict[str, CommandEntry] = {
+    "train": CommandEntry(
+        "arbibench.train.cli", "train",
+        "Train a zoo model on the real CIFAR-10 train set (random crop + flip), checkpointing every epoch."),
+    "recalibrate": CommandEntry(
+        "arbibench.train.cli", "recalibrate",
+        "Re-estimate a trained BNN's BatchNorm statistics on augmented training images (the kd recipe's last step)."),
+    "eval": CommandEntry(
+        "arbibench.evaluation.cli", "eval_",
+        "Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries."),
+    "import": CommandEntry(
+        "arbibench.evaluation.cli", "import_",
+        "Import a published BNN's own checkpoint: convert it, check its clean accuracy, write safetensors + card."),
+    "sweep": CommandEntry(
+        "arbibench.protocol.cli", "sweep",
+        "Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."),
+    "zoo": CommandEntry("arbibench.models.cli", "zoo_app", "The model zoo: list models and their checkpoints."),
+    "corruptions": CommandEntry(
+        "arbibench.data.cli", "corruptions_app",
+        "CIFAR-10-C common corruptions: regenerate them from CIFAR-10 or download the official files."),
+    "protocol": CommandEntry(
+        "arbibench.protocol.cli", "protocol_app", "The ARBiBench protocol presets: show and run them."),
+    "attacks": CommandEntry(
+        "arbibench.attacks.cli", "attacks_app", "The attack registry: names, families, norms and parameters."),
+    "leaderboard": CommandEntry(
+        "arbibench.leaderboard.cli", "leaderboard_app",
+        "The leaderboard site and markdown: build them from model cards, serve the site locally."),
+    "queue": CommandEntry(
+        "arbibench.queue.cli", "queue_app",
+        "The machine's one queue of long jobs (zoo training, full-protocol cards): one job at a time, resumable, "
+        "committed to git as it goes."),
+}
+
+
+def load_command(name: str) -> Any:
+    """The click command of ``COMMANDS[name]``, importing its module (and so, for most, torch)."""
+    entry = COMMANDS[name]
+    target: Any = getattr(importlib.import_module(entry.module), entry.attr)
+    wiring = typer.Typer(add_completion=False)
+    if isinstance(target, typer.Typer):
+        wiring.add_typer(target, name=name)
+        group = typer.main.get_command(wiring)
+        assert isinstance(group, TyperGroup)
+        return group.commands[name]
+    wiring.command(name)(target)
+    return typer.main.get_command(wiring)
+
+
+class _LazyGroup(TyperGroup):
+    """The root group: commands come from :data:`COMMANDS`, each loaded when it is about to run or show its help;
+    while the root's own help is drawn, each is a stub holding its one-line summary."""
+
+    _listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:
+            return TyperCommand(cmd_name, help=COMMANDS[cmd_name].summary)
+        if cmd_name not in self.commands:
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands[cmd_name]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in COMMANDS and not args[0].startswith("-"):  # unknown: suggest, load nothing
+            matches = difflib.get_close_matches(args[0], list(COMMANDS))
+            hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+            ctx.fail(f"No such command {args[0]!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
+    cls=_LazyGroup,
     help="arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol).",
     no_args_is_help=True,
     add_completion=False,
@@ -25,19 +120,6 @@ app = typer.Typer(
 @app.callback()
 def _root() -> None:
     """arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol)."""
-
-
-app.command("train")(train)
-app.command("recalibrate")(recalibrate)
-app.command("eval")(eval_)
-app.command("import")(import_)
-app.add_typer(zoo_app, name="zoo")
-app.add_typer(corruptions_app, name="corruptions")
-app.add_typer(protocol_app, name="protocol")
-app.command("sweep")(sweep)
-app.add_typer(attacks_app, name="attacks")
-app.add_typer(leaderboard_app, name="leaderboard")
-app.add_typer(queue_app, name="queue")
 
 
 def main() -> None:

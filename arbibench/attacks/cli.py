@@ -5,17 +5,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from arbibench.attacks.registry import describe_attacks
 from arbibench.terminal import console
 
 attacks_app = typer.Typer(help="The attack registry: names, families, norms and parameters.", no_args_is_help=True)
-
-SPEC_HELP = (
-    "Attack specs, comma-separated, run in this order: NAME or NAME(param=value, ...), e.g. "
-    "\"square(max_queries=300),pgd(steps=20)\"; parameters are checked by the attack's config. AutoAttack's names "
-    "(apgd-ce, apgd-t, fab-t) are accepted; NAME@SURROGATE (e.g. pgd@identity) attacks through another BNN gradient "
-    "estimator, NAME_adaptive through several. `arbibench attacks list` shows every attack with its defaults."
-)
 
 
 @attacks_app.command("list")
@@ -23,6 +15,8 @@ def list_attacks(
     adaptive: bool = typer.Option(False, "--adaptive", help="Also list the <attack>_adaptive variants."),
 ) -> None:
     """Every attack: family (white-box, score-based, decision-based, transfer), norms, aliases and defaults."""
+    from arbibench.attacks import describe_attacks  # start-up: the attacks import torch (and register on import)
+
     table = Table(title="arbibench attacks")
     for col in ("name", "family", "norms", "aliases", "parameters (defaults)"):
         table.add_column(col, no_wrap=col in ("name", "family"))

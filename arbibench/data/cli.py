@@ -9,13 +9,15 @@ from pathlib import Path
 import typer
 from rich.progress import Progress
 
-from arbibench.data.cifar10c import CORRUPTIONS, download_cifar10c
-from arbibench.data.corruptions.generate import generate_cifar10c
-from arbibench.data.corruptions.grid import corruption_grid
-from arbibench.data.download import DownloadError
 from arbibench.terminal import USER_ERRORS, console, fail
 
-DATA_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, DownloadError, FileExistsError)
+
+def data_errors() -> tuple[type[Exception], ...]:
+    """What the corruption commands report as one line; looked up when a command runs (the data package loads
+    torch, which ``--help`` must not)."""
+    from arbibench.data.download import DownloadError  # start-up: the data package loads torch
+
+    return (*USER_ERRORS, DownloadError, FileExistsError)
 
 corruptions_app = typer.Typer(
     help="CIFAR-10-C common corruptions: regenerate them from CIFAR-10 or download the official files.",
@@ -36,6 +38,10 @@ def corruptions_generate(
 ) -> None:
     """Regenerate CIFAR-10-C (15 corruptions x 5 severities, the CIFAR-C severity table of Hendrycks & Dietterich)
     from the real CIFAR-10 test set, in the official layout; everything made from it is labelled "regenerated"."""
+    from arbibench.data.cifar10c import CORRUPTIONS  # start-up: the data package loads torch
+    from arbibench.data.corruptions.generate import generate_cifar10c  # start-up: as above
+    from arbibench.data.corruptions.grid import corruption_grid  # start-up: as above
+
     names = list(CORRUPTIONS) if corruptions.strip() == "all" else [c.strip() for c in corruptions.split(",")]
     t0 = time.perf_counter()
     try:
@@ -50,7 +56,7 @@ def corruptions_generate(
             if out is not None and out.name != "CIFAR-10-C":
                 raise ValueError("--grid reads DATA_DIR/CIFAR-10-C; use it without --out or name --out CIFAR-10-C")
             console.print(f"wrote {corruption_grid(grid, grid_data if out is None else out.parent)}")
-    except DATA_ERRORS as e:
+    except data_errors() as e:
         fail(e)
     took = time.perf_counter() - t0
     console.print(
@@ -65,7 +71,9 @@ def corruptions_download(
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
 ) -> None:
     """Download the official CIFAR-10-C (2.9 GB, Zenodo record 2535967), verify its MD5, extract it atomically."""
+    from arbibench.data.cifar10c import download_cifar10c  # start-up: the data package loads torch
+
     try:
         console.print(f"official CIFAR-10-C in {download_cifar10c(data_dir)}")
-    except DATA_ERRORS as e:
+    except data_errors() as e:
         fail(e)

@@ -6,40 +6,50 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from arbibench.attacks import attacks_from_spec, parse_eps
-from arbibench.attacks.cli import SPEC_HELP
-from arbibench.data.download import DownloadError
-from arbibench.evaluation.backends import (
-    ADDRESS_HELP,
-    BACKEND_HELP,
-    WORKER_THREADS_HELP,
-    WORKERS_HELP,
-    Backend,
-    get_backend,
-)
-from arbibench.evaluation.benchmark import benchmark
-from arbibench.evaluation.model_import import import_checkpoint
-from arbibench.evaluation.store import StoreError
-from arbibench.models.importers import PickleRefusedError
 from arbibench.terminal import USER_ERRORS as BASE_ERRORS
 from arbibench.terminal import console, fail
 
-# what eval, import and the protocol commands report as one line instead of a traceback
-USER_ERRORS: tuple[type[Exception], ...] = (*BASE_ERRORS, DownloadError, StoreError)
-IMPORT_ERRORS: tuple[type[Exception], ...] = (PickleRefusedError, *USER_ERRORS)
+if TYPE_CHECKING:
+    from arbibench.evaluation.backends import Backend
+
+# The command-line help of the backend options, shared by `eval`, `protocol run` and `sweep`.
+BACKEND_HELP = "Where the store batches are computed: local (this process) or ray (a Ray cluster; same results)."
+ADDRESS_HELP = ("--backend ray: the cluster's head, host:port or 'auto' (default $RAY_ADDRESS; neither: a private "
+                "Ray on this machine, on 127.0.0.1).")
+WORKERS_HELP = "--backend ray: worker actors (default: the cluster's CPUs / --worker-threads)."
+WORKER_THREADS_HELP = ("--backend ray: torch threads per worker (default: this process's, as a local run uses; "
+                       "another count may round differently).")
+SPEC_HELP = (
+    "Attack specs, comma-separated, run in this order: NAME or NAME(param=value, ...), e.g. "
+    "\"square(max_queries=300),pgd(steps=20)\"; parameters are checked by the attack's config. AutoAttack's names "
+    "(apgd-ce, apgd-t, fab-t) are accepted; NAME@SURROGATE (e.g. pgd@identity) attacks through another BNN gradient "
+    "estimator, NAME_adaptive through several. `arbibench attacks list` shows every attack with its defaults."
+)
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """What eval, import and the protocol commands report as one line instead of a traceback. A function, not a
+    constant: the store's and the downloader's errors live in modules that load torch, which ``--help`` must not."""
+    from arbibench.data.download import DownloadError  # start-up: the data package loads torch
+    from arbibench.evaluation.store import StoreError  # start-up: beside DownloadError, looked up when a command runs
+
+    return (*BASE_ERRORS, DownloadError, StoreError)
 
 
 def open_backend(
     backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
 ) -> Backend | None:
     """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
+    from arbibench.evaluation.backends import get_backend  # start-up: the backends load torch
+
     try:
         return get_backend(backend, address=address, workers=workers, worker_threads=worker_threads,
                            model_dir=model_dir)
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
 
 
@@ -85,6 +95,9 @@ def eval_(
     Only correctly classified images are attacked; every adversarial batch is verified against the threat model
     before it counts, and each finished batch is committed to the store, so an interrupted run resumes.
     """
+    from arbibench.attacks import attacks_from_spec, parse_eps  # start-up: the attacks load torch
+    from arbibench.evaluation.benchmark import benchmark  # start-up: so does the evaluation
+
     try:
         attack_objs = attacks_from_spec(attacks)
     except ValueError as e:
@@ -114,7 +127,7 @@ def eval_(
             eps_star_rounds=eps_star_rounds,
             backend=runner_backend,
         )
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
     finally:
         if runner_backend is not None:
@@ -159,13 +172,17 @@ def import_(
     Then `arbibench eval --model NAME --model-dir DIR` (and benchmark(), protocol run, zoo list) use it like a zoo
     model. Nothing is written when a check fails.
     """
+    from arbibench.evaluation.model_import import import_checkpoint  # start-up: the importers load torch
+    from arbibench.models.importers import PickleRefusedError  # start-up: beside import_checkpoint
+
     options = {} if freq is None else {"freq": freq}
+    errors: tuple[type[Exception], ...] = (PickleRefusedError, *user_errors())
     try:
         card_path = import_checkpoint(
             source, checkpoint, arch, name, model_dir, trust_pickle=trust_pickle, options=options,
             expect_acc=expect_acc, n_examples=n_examples, data_dir=data_dir, overwrite=overwrite,
         )
-    except IMPORT_ERRORS as e:
+    except errors as e:
         fail(e)
 
     card = json.loads(card_path.read_text())

@@ -1,19 +1,29 @@
-"""``arbibench leaderboard build|serve``: turn model cards into the static site, and preview it locally."""
+"""``arbibench leaderboard build|serve|table|markdown``: turn model cards into the static site, preview it locally,
+and write the markdown leaderboards (``LEADERBOARD.md``).
+
+The cards are read as JSON; which checkpoints the zoo ships comes from the pin file and the checkpoint cards
+(``arbibench.models.pins`` and ``arbibench.models.markdown``, both torch-free), so no command here loads torch."""
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import typer
 
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
-from arbibench.leaderboard.markdown import board_markdown
+from arbibench.leaderboard.markdown import board_markdown, leaderboard_document
 from arbibench.leaderboard.ranking import build_boards
-from arbibench.terminal import console
+from arbibench.models.markdown import shipped_cards, zoo_markdown
+from arbibench.models.pins import read_pins
+from arbibench.terminal import USER_ERRORS, console, fail
 
-leaderboard_app = typer.Typer(help="The leaderboard site: build it from model cards, serve it locally.",
-                              no_args_is_help=True)
+leaderboard_app = typer.Typer(
+    help="The leaderboard site and markdown: build them from model cards, serve the site locally.",
+    no_args_is_help=True,
+)
 
 
 @leaderboard_app.command()
@@ -65,9 +75,31 @@ def table(
     except (LeaderboardError, CardError) as e:
         console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    text = "\n".join(board_markdown(b, per_attack=per_attack) for b in boards)
+    pins = read_pins()
+    text = "\n".join(board_markdown(b, per_attack=per_attack, pins=pins) for b in boards)
     if out is None:
         print(text, end="")  # plain print: no wrapping or markup in the tables
         return
     atomic_write_text(text, out)
     console.print(f"wrote {out}: {len(boards)} leaderboard(s)", highlight=False)
+
+
+@leaderboard_app.command()
+def markdown(
+    out: Path = typer.Option(Path("LEADERBOARD.md"), help="The file to write (atomically)."),
+    model_info: Path = typer.Option(Path("model_info"), help="Folder of model cards (<dataset>/<threat>/<name>.json)."),
+    date: str | None = typer.Option(None, help="The date the provenance paragraph names, YYYY-MM-DD; default today "
+                                    "(UTC)."),
+) -> None:
+    """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the zoo table and one dated provenance
+    paragraph (checkpoint sha256s, protocol size, where the models were trained), all from the cards."""
+    day = date or datetime.now(timezone.utc).date().isoformat()
+    try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
+            raise ValueError(f"--date {day!r}: give the date as YYYY-MM-DD")
+        boards = build_boards(load_cards(model_info))
+        text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), read_pins(), day)
+        atomic_write_text(text, out)
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(f"wrote {out}: {len(boards)} leaderboard(s) and the zoo table", highlight=False)

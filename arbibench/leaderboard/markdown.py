@@ -2,13 +2,17 @@
 
 RobustBench keeps its leaderboards as markdown tables beside the code; ``arbibench leaderboard table`` prints one
 per (dataset, threat model) from the model cards, so a README's numbers are regenerated rather than retyped.
+``arbibench leaderboard markdown`` writes the whole ``LEADERBOARD.md``: these tables, the zoo table and where the
+numbers come from. Like the rest of the leaderboard this reads cards only: which checkpoints the zoo pins now comes in
+as a plain mapping, never from the zoo registry (which loads torch).
 """
 
 from __future__ import annotations
 
-from arbibench.leaderboard.cards import ModelCard
+from collections.abc import Mapping
+
+from arbibench.leaderboard.cards import ModelCard, order_families
 from arbibench.leaderboard.ranking import Board
-from arbibench.models.zoo import ZOO
 
 DASH = "-"
 
@@ -81,27 +85,111 @@ def acc_norm_markdown(board: Board) -> str:
     return "\n".join(lines)
 
 
-def replaced_checkpoints(board: Board) -> list[str]:
-    """Names of the zoo models whose card records a checkpoint sha256 other than the one the zoo now pins: their
-    numbers describe weights that are no longer shipped."""
+def replaced_checkpoints(board: Board, pins: Mapping[str, str]) -> list[str]:
+    """Names of the zoo models whose card records a checkpoint sha256 other than the one the zoo now pins (``pins``:
+    model name -> sha256): their numbers describe weights that are no longer shipped."""
     out = []
     for ranked in board.rows:
-        card, entry = ranked.card, ZOO.get(ranked.card.name)
-        if entry is not None and card.checkpoint_sha256 and card.checkpoint_sha256 != entry.sha256:
+        card, pinned = ranked.card, pins.get(ranked.card.name)
+        if pinned is not None and card.checkpoint_sha256 and card.checkpoint_sha256 != pinned:
             out.append(f"`{card.name}`")
     return out
 
 
-def board_markdown(board: Board, *, per_attack: bool = True) -> str:
+def board_markdown(board: Board, *, per_attack: bool = True, pins: Mapping[str, str] | None = None) -> str:
     """A titled section for one leaderboard: the ranking, then (optionally) ACC_norm per attack."""
     quick = any(r.card.quick for r in board.rows)
     parts = [f"### {board.title} ({', '.join(board.eps_texts) or 'eps not given'})"]
     if quick:
         parts.append("Quick-variant results (smaller subsets and query budgets; not the full protocol).")
     parts.append(summary_markdown(board))
-    replaced = replaced_checkpoints(board)
+    replaced = replaced_checkpoints(board, pins or {})
     if replaced:
         parts.append(f"Measured on checkpoints the zoo has since replaced (rerun the protocol): {', '.join(replaced)}.")
     if per_attack:
         parts += ["ACC_norm per attack:", acc_norm_markdown(board)]
+    return "\n\n".join(parts) + "\n"
+
+
+GENERATED_BY = "arbibench leaderboard markdown --out LEADERBOARD.md"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _protocol_size(cards: list[ModelCard]) -> str:
+    """What the cards measured, in their own words: protocol, variant, images per attack family, eps."""
+    sizes = sorted({
+        (c.protocol or "-", bool(c.quick), tuple((f, c.n_examples[f]) for f in order_families(list(c.n_examples))),
+         c.eps_text or "-", c.threat_model)
+        for c in cards
+    })
+    parts = []
+    for protocol, quick, n_examples, eps_text, threat in sizes:
+        images = ", ".join(f"{n:,} {family}" for family, n in n_examples) or "images not recorded"
+        parts.append(f"`{protocol}`{' --quick' if quick else ''} at {threat} {eps_text} ({images} images)")
+    return "; ".join(parts)
+
+
+def _machines(checkpoint_cards: Mapping[str, Mapping[str, object]]) -> str:
+    counts: dict[str, int] = {}
+    for card in checkpoint_cards.values():
+        where = str(card.get("trained_on") or "machine not recorded")
+        counts[where] = counts.get(where, 0) + 1
+    return "; ".join(f"{where} ({_count(n, 'model')})" for where, n in sorted(counts.items()))
+
+
+def _checkpoints(cards: list[ModelCard], pins: Mapping[str, str]) -> str:
+    """Each result card's checkpoint sha256 (first 12 hex digits) and whether the zoo still pins those bytes."""
+    parts = []
+    for card in sorted(cards, key=lambda c: c.name):
+        sha = card.checkpoint_sha256
+        if not sha:
+            parts.append(f"`{card.name}` (no sha256 recorded)")
+        elif pins.get(card.name, sha) == sha:
+            parts.append(f"`{card.name}` {sha[:12]}")
+        else:
+            parts.append(f"`{card.name}` {sha[:12]} (replaced: the zoo now pins {pins[card.name][:12]})")
+    return ", ".join(parts)
+
+
+def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Mapping[str, object]],
+                        pins: Mapping[str, str], date: str) -> str:
+    """One dated paragraph: which cards, which protocol size, which checkpoints (sha256), trained on what."""
+    cards = [r.card for b in boards for r in b.rows]
+    replaced = [c for c in cards if c.checkpoint_sha256 and pins.get(c.name, c.checkpoint_sha256)
+                != c.checkpoint_sha256]
+    current = ("every card measured the checkpoint the zoo pins now" if not replaced else
+               f"{_count(len(replaced), 'card')} measured a checkpoint the zoo has since replaced (rerun the protocol)")
+    minutes = sum(c.seconds or 0.0 for c in cards) / 60
+    return (
+        f"Generated on {date} by `{GENERATED_BY}` from {_count(len(cards), 'result card')} in `model_info/` and "
+        f"{_count(len(checkpoint_cards), 'checkpoint card')} in `arbibench/models/checkpoints/`. "
+        f"Protocol: {_protocol_size(cards) or 'no cards'}. "
+        f"Checkpoints measured (sha256, first 12 hex digits; the cards hold all 64): {_checkpoints(cards, pins)}; "
+        f"{current}. The result cards record {minutes:.0f} min of attack time in all, not the machine they ran on; "
+        f"the checkpoint cards record where each model was trained: {_machines(checkpoint_cards) or '-'}."
+    )
+
+
+def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: Mapping[str, Mapping[str, object]],
+                         pins: Mapping[str, str], date: str) -> str:
+    """The whole ``LEADERBOARD.md``: every leaderboard, the zoo table and the provenance paragraph, all from cards."""
+    parts = [
+        "# arbibench leaderboard",
+        f"<!-- Generated by `{GENERATED_BY}` from the model cards; do not edit by hand. "
+        "tests/test_leaderboard_file.py regenerates it and fails when this file differs. -->",
+        "Ranked by RS (the sum of ACC_norm over the protocol's attacks). A ⚠ beside the rank marks a model the "
+        "gradient-masking checks flagged: its RS may come from attacks that its gradients mislead, so read the "
+        "AutoAttack and worst-case columns beside it. Accuracies are on the images the protocol line below names.",
+        "## Adversarial robustness",
+        *[board_markdown(b, pins=pins).rstrip("\n") for b in boards],
+        "## Model zoo",
+        "Clean accuracy, training time and recipe of every shipped checkpoint, from its card (`arbibench zoo table`); "
+        "the goal is the zoo's clean-accuracy target for the method.",
+        zoo_table.rstrip("\n"),
+        "## Provenance",
+        provenance_markdown(boards, checkpoint_cards, pins, date),
+    ]
     return "\n\n".join(parts) + "\n"

@@ -1,4 +1,5 @@
-"""``arbibench zoo list`` and ``zoo table``: the model zoo owns its command; ``arbibench/cli.py`` only wires it in."""
+"""``arbibench zoo list``, ``zoo table`` and ``zoo pin``: the model zoo owns its command; ``arbibench/cli.py`` only
+wires it in. ``zoo table`` reads cards and pins only (:mod:`arbibench.models.markdown`), so it loads no torch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from rich.table import Table
 
 from arbibench.files import atomic_write_text
 from arbibench.models.markdown import zoo_markdown
-from arbibench.models.zoo import zoo_rows
 from arbibench.terminal import USER_ERRORS, console, fail
 
 zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
@@ -28,6 +28,8 @@ def zoo_list(
     Models registered but not shipped (the ImageNet ResNet-18s) show "not shipped"; put your own
     <name>.safetensors in --model-dir (and pass model_dir= to load_model) to use them.
     """
+    from arbibench.models.zoo import zoo_rows  # start-up: the zoo loads torch
+
     try:
         rows = zoo_rows(model_dir, dataset)
     except USER_ERRORS as e:
@@ -69,3 +71,15 @@ def zoo_table(
         return
     atomic_write_text(text, out)
     console.print(f"wrote {out}")
+
+
+@zoo_app.command("pin")
+def zoo_pin(name: str = typer.Argument(..., help="A shipped zoo model, e.g. resnet20_reactnet.")) -> None:
+    """Pin a re-exported checkpoint's sha256 in checkpoints/SHA256SUMS (its card must name the same bytes)."""
+    from arbibench.models.pins import pin  # start-up: --help stays light
+
+    try:
+        old, new = pin(name)
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(f"{name}: pinned {new}" + ("" if old == new else f" (was {old})"))

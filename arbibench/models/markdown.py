@@ -4,6 +4,9 @@
 Each row says how the checkpoint was trained (the card's recipe in a few words) and how far it is from the zoo's
 accuracy goal for its method: the ARBiBench papers' BNNs reach 84-88% on CIFAR-10 after 200-400 epochs, so a zoo
 BNN far below that compares training budgets rather than binarization methods.
+
+It reads the cards as JSON and the shipped names from ``checkpoints/SHA256SUMS`` (:mod:`arbibench.models.pins`),
+never the zoo registry, so that rendering the table (and ``LEADERBOARD.md``) loads no torch.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, zoo_datasets
+from arbibench.models.pins import PIN_FILE, read_pins
 
 # The zoo's clean-accuracy goal on the 10,000 CIFAR-10 test images: every ResNet-20 BNN >= 75%, and the methods
 # whose papers report the highest ResNet-20 accuracy >= 80%.
@@ -65,26 +68,37 @@ def _goal(card: dict) -> str:
     return f">= {100 * goal:.0f}%: met" if gap <= 0 else f">= {100 * goal:.0f}%: {gap:.2f} points short"
 
 
+def shipped_cards(model_dir: str | os.PathLike | None = None) -> dict[str, dict]:
+    """The card of every pinned (shipped) checkpoint that has one in ``model_dir`` (default: the package's), by name,
+    in the pin file's order."""
+    folder = Path(model_dir) if model_dir is not None else PIN_FILE.parent
+    cards = {}
+    for name in read_pins(folder / PIN_FILE.name if (folder / PIN_FILE.name).is_file() else PIN_FILE):
+        path = folder / f"{name}.json"
+        if path.is_file():
+            cards[name] = json.loads(path.read_text())
+    return cards
+
+
 def zoo_markdown(model_dir: str | os.PathLike | None = None, dataset: str = "cifar10") -> str:
     """One row per shipped model of ``dataset`` that has a card in ``model_dir`` (default: the package's)."""
-    if dataset not in zoo_datasets():
-        raise ValueError(f"unknown dataset {dataset!r}; datasets with models: {', '.join(zoo_datasets())}")
-    folder = Path(model_dir or CHECKPOINT_DIR)
+    cards = shipped_cards(model_dir)
+    datasets = sorted({card.get("dataset", "") for card in cards.values()})
+    if dataset not in datasets:
+        raise ValueError(f"unknown dataset {dataset!r}; datasets with shipped models: {', '.join(datasets)}")
     lines = [
         "| model | method | clean accuracy, 10,000 test images | first 500 | training | recipe | goal |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for entry in ZOO.values():
-        card_path = folder / f"{entry.name}.json"
-        if entry.dataset != dataset or not entry.shipped or not card_path.is_file():
+    for name, card in cards.items():
+        if card.get("dataset") != dataset:
             continue
-        card = json.loads(card_path.read_text())
         n = card.get("clean_acc_n_examples", 10_000)
         acc = f"{100 * card['clean_acc']:.2f}%" + ("" if n == 10_000 else f" ({n} images)")
         first500 = card.get("clean_acc_first500")
         cells = [
-            f"`{entry.name}`",
-            entry.method,
+            f"`{name}`",
+            card.get("method", "-"),
             acc,
             "-" if first500 is None else f"{100 * first500:.1f}%",
             "-" if "train_time_s" not in card else f"{card['train_time_s'] / 60:.1f} min",

@@ -10,33 +10,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from arbibench.attacks import parse_eps
-from arbibench.cards import parse_card, read_card_json
-from arbibench.data.datasets import load_dataset
-from arbibench.evaluation.backends import ADDRESS_HELP, BACKEND_HELP, WORKER_THREADS_HELP, WORKERS_HELP
-from arbibench.evaluation.cli import USER_ERRORS, open_backend
-from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.model_card import (
-    card_path,
-    sweep_points,
-    write_card,
-    write_corruption_card,
-    write_protocol_card,
+from arbibench.evaluation.cli import (
+    ADDRESS_HELP,
+    BACKEND_HELP,
+    WORKER_THREADS_HELP,
+    WORKERS_HELP,
+    open_backend,
+    user_errors,
 )
-from arbibench.evaluation.store import ResultStore
-from arbibench.files import atomic_write_json
-from arbibench.models.zoo import load_model, zoo_rows
-from arbibench.protocol import presets
-from arbibench.protocol.corruptions import run_corruption_protocol
-from arbibench.protocol.presets import describe
-from arbibench.protocol.report import (
-    corruption_model_table,
-    corruption_zoo_table,
-    findings_table,
-    model_table,
-    summary_table,
-)
-from arbibench.protocol.run import protocol_findings, run_protocol, sweep_eps
 from arbibench.terminal import console, fail
 
 protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
@@ -46,9 +27,11 @@ DEMO_HELP = "The few-minute first look (a BNN against its twin on a few hundred 
 
 
 def _protocol(name: str, quick: bool, demo: bool = False):  # noqa: ANN202 - typer helper
+    from arbibench.protocol import presets  # start-up: the presets build attacks, which load torch
+
     try:
         return presets.get_protocol(name, quick, demo)  # looked up on the module, so a test can shrink the presets
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
 
 
@@ -61,6 +44,8 @@ def protocol_show(
     """Print every number of a protocol preset: subsets, eps, seeds and each attack with all its parameters."""
 
 
+    from arbibench.protocol.presets import describe  # start-up: the presets load torch
+
     protocol = _protocol(name, quick, demo)
     table = Table(title=f"protocol {protocol.label}", show_header=False)
     table.add_column("field", style="bold")
@@ -68,7 +53,7 @@ def protocol_show(
     try:
         for key, value in describe(protocol):
             table.add_row(key, value)
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
     console.print(table)
 
@@ -98,6 +83,11 @@ def protocol_run(
     each BNN against its full-precision twin (paired 95% intervals and a verdict).
     """
 
+    from arbibench.evaluation.store import ResultStore  # start-up: as above
+    from arbibench.protocol.cards import write_protocol_card  # start-up: the run loads torch
+    from arbibench.protocol.report import findings_table, model_table, summary_table  # start-up: as above
+    from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
+
     protocol = _protocol(name, quick, demo)
     names = _protocol_models(models, protocol.dataset, model_dir)
     noun = "model" if len(names) == 1 else "models"
@@ -124,7 +114,7 @@ def protocol_run(
                 protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device, console=console,
                 sweep=sweep, on_model_done=done, backend=runner_backend,
             )
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
     finally:
         if runner_backend is not None:
@@ -138,6 +128,7 @@ def protocol_run(
 
 def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:
     """The names of ``--models``: a comma-separated list, or 'all' present checkpoints of ``dataset``."""
+    from arbibench.models.zoo import zoo_rows  # start-up: the zoo loads torch
 
     if models.strip() != "all":
         return [m.strip() for m in models.split(",") if m.strip()]
@@ -167,6 +158,11 @@ def protocol_report(
     follows the interval: above zero "more robust", below "less robust", otherwise "not distinguishable".
     """
 
+    from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
+    from arbibench.files import atomic_write_json  # start-up: beside the run's imports
+    from arbibench.protocol.report import findings_table, summary_table  # start-up: as above
+    from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
+
     protocol = _protocol(name, quick, demo)
     if protocol.threat_model == "corruptions":
         fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
@@ -175,7 +171,7 @@ def protocol_report(
         with ResultStore(store) as db:
             results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
                                    console=console)
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
     console.print(summary_table(results, protocol))
     findings = protocol_findings(results)
@@ -190,6 +186,10 @@ def protocol_report(
 
 def _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir) -> None:  # noqa: ANN001
     """The cifar10-c preset: every model on every CIFAR-10-C cell through the store, cards, the zoo table."""
+    from arbibench.evaluation.store import ResultStore  # start-up: as above
+    from arbibench.protocol.cards import write_corruption_card  # start-up: the run loads torch
+    from arbibench.protocol.corruptions import run_corruption_protocol  # start-up: as above
+    from arbibench.protocol.report import corruption_model_table, corruption_zoo_table  # start-up: as above
 
     def done(result) -> None:  # noqa: ANN001 - callback
         console.print(corruption_model_table(result))
@@ -201,7 +201,7 @@ def _protocol_run_corruptions(protocol, names, store, model_info, model_dir, dev
         with ResultStore(store) as db:
             results = run_corruption_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir,
                                               device=device, console=console, on_model_done=done)
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
     console.print(corruption_zoo_table(results))
 
@@ -225,6 +225,16 @@ def sweep(
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
 
 
+    from arbibench.attacks import parse_eps  # start-up: the attacks load torch
+    from arbibench.cards import parse_card, read_card_json  # start-up: beside the sweep's imports
+    from arbibench.data.datasets import load_dataset  # start-up: as above
+    from arbibench.evaluation.cards import card_path, write_card  # start-up: as above
+    from arbibench.evaluation.inputs import resolve_device  # start-up: as above
+    from arbibench.evaluation.store import ResultStore  # start-up: as above
+    from arbibench.models.zoo import load_model  # start-up: as above
+    from arbibench.protocol.cards import sweep_points  # start-up: as above
+    from arbibench.protocol.run import sweep_eps  # start-up: as above
+
     runner_backend = open_backend(backend, address, workers, worker_threads)
     try:
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
@@ -236,7 +246,7 @@ def sweep(
         with ResultStore(store) as db:
             rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
                              device=device, console=console, backend=runner_backend)
-    except USER_ERRORS as e:
+    except user_errors() as e:
         fail(e)
     finally:
         if runner_backend is not None:
