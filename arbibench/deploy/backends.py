@@ -1,0 +1,89 @@
+"""Which program computes a deployed convolution: the C kernel, numba, or the torch emulator; and the fallback.
+
+``auto`` takes the C kernel, else numba (the optional ``deploy`` extra) when the kernel cannot be built here, else
+the emulator. A fallback is said once per process and reason (a warning on the ``arbibench.deploy`` logger), never
+silently slower; the deployed model names the backend it runs on (``DeployedModel.backend``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from arbibench.deploy.build import KernelUnavailableError
+from arbibench.deploy.emulator import emulate_conv
+from arbibench.deploy.semantics import BinaryConvSpec
+
+BACKENDS = ("auto", "kernel", "numba", "emulator")
+LOG = logging.getLogger("arbibench.deploy")
+_SAID: set[str] = set()
+
+
+def say_once(message: str) -> None:
+    """Log ``message`` as a warning the first time this process meets it."""
+    if message not in _SAID:
+        _SAID.add(message)
+        LOG.warning(message)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A named convolution program: ``conv(d, spec)`` -> the deployed output."""
+
+    name: str
+    conv: Callable[[torch.Tensor, BinaryConvSpec], torch.Tensor]
+    note: str = ""  # why this backend and not the kernel, when it is a fallback
+
+
+def _kernel(threads: int, isa: str) -> Backend:
+    from arbibench.deploy.kernel import kernel_conv, resolve_isa
+
+    chosen = resolve_isa(isa)  # builds and loads the library now, so a failure shows at deploy time
+
+    def conv(d: torch.Tensor, spec: BinaryConvSpec) -> torch.Tensor:
+        return kernel_conv(d, spec, threads, isa)
+
+    return Backend(f"kernel ({chosen})", conv)
+
+
+def _numba(threads: int) -> Backend:
+    from arbibench.deploy.numba_kernel import check_numba, numba_conv  # start-up: numba is an optional extra
+
+    check_numba()  # NumbaUnavailableError when numba is not installed
+
+    def conv(d: torch.Tensor, spec: BinaryConvSpec) -> torch.Tensor:
+        return numba_conv(d, spec, threads)
+
+    return Backend("numba", conv)
+
+
+def get_backend(name: str = "auto", threads: int | None = None, isa: str = "auto") -> Backend:
+    """The backend ``name``; ``auto`` falls back kernel -> numba -> emulator, saying so once."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+    n = max(1, torch.get_num_threads() if threads is None else int(threads))
+    if name == "emulator":
+        return Backend("emulator", emulate_conv)
+    if name == "kernel":
+        return _kernel(n, isa)
+    if name == "numba":
+        return _numba(n)
+    try:
+        return _kernel(n, isa)
+    except KernelUnavailableError as e:
+        kernel_reason = str(e)
+    from arbibench.deploy.numba_kernel import NumbaUnavailableError  # start-up: only on the fallback path
+
+    try:
+        backend = _numba(n)
+    except NumbaUnavailableError as e:
+        note = (f"deployed inference runs on the torch emulator (same logits, slower): no C kernel "
+                f"({kernel_reason}) and no numba ({e}; pip install 'arbibench[deploy]')")
+        say_once(note)
+        return Backend("emulator", emulate_conv, note)
+    note = f"deployed inference runs on numba (same logits, slower than the C kernel): {kernel_reason}"
+    say_once(note)
+    return Backend(backend.name, backend.conv, note)

@@ -1,0 +1,235 @@
+"""The converter: a trained BNN (simulation) becomes its deployed form, binary convolutions on packed bits.
+
+:func:`deploy` traces an eval-mode copy of the model (``torch.fx``, binary layers, quantizers and RPReLU kept
+whole), replaces every binary convolution by a :class:`DeployedConv2d` and, where that convolution's only consumer
+is a BatchNorm2d, folds the BatchNorm into the convolution's epilogue (``fold_batchnorm=True``, the engines' way;
+see :mod:`arbibench.deploy.semantics` for the order). Everything else (first convolution, shortcuts, residual adds,
+activations, RPReLU, pooling, classifier) stays the float32 torch code it was.
+
+What it refuses, with one :class:`DeployError` naming the layer and why, before anything is built: a model in
+training mode, not float32 or not on the CPU, or without a binary convolution; a binary convolution with real-valued
+inputs or weights, groups, dilation or a padding mode other than zeros; an activation quantizer with no exact
+comparison form; a kernel quantizer whose output is not ``scale_c * sign`` with one magnitude per output channel; a
+binary linear layer (no preset has one).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import fx, nn
+
+from arbibench.deploy.backends import Backend, get_backend
+from arbibench.deploy.semantics import PM1, PM1_ZERO, BinaryConvSpec, fold_epilogue
+from arbibench.nn.activations import RPReLU
+from arbibench.nn.layers import BinaryConv2d, BinaryLinear
+from arbibench.nn.quantizers import EDESign, Quantizer, RSign, SignQuantizer
+from arbibench.nn.zero_sign import CentredSign, ZeroSign
+
+__all__ = ["DeployError", "DeployedConv2d", "DeployedModel", "deploy"]
+
+
+class DeployError(ValueError):
+    """The model has a layer the deployed form cannot express exactly."""
+
+
+# How a binary convolution's input becomes the sign's argument d.
+SIGN = "sign"  # d = x
+THRESHOLD = "threshold"  # d = x - t_c (RSign)
+CENTRED = "centred"  # d = x - mean over (C, H, W) of each sample (RBNN, SiMaN)
+
+
+def _sign_alphabet(q: Quantizer, layer: str) -> str:
+    """pm1 for arbibench's sign (0 -> +1), pm1_zero for torch.sign (0 -> 0); DeployError for anything else."""
+    forward = type(q).forward
+    if isinstance(q, ZeroSign) and forward is ZeroSign.forward:
+        return PM1_ZERO
+    if isinstance(q, SignQuantizer) and forward in (SignQuantizer.forward, EDESign.forward):
+        return PM1
+    raise DeployError(
+        f"layer {layer}: activation quantizer {type(q).__name__} has no exact packed form (deployed kernels "
+        "compute sign(x - t) for a threshold t; a custom forward is not one)"
+    )
+
+
+def input_rule(q: Quantizer | None, layer: str) -> tuple[str, str]:
+    """``(kind, alphabet)`` of a binary convolution's activation quantizer; DeployError if it has no packed form."""
+    if q is None:
+        raise DeployError(f"layer {layer}: its weights are binary but its inputs are real-valued; no packed form")
+    if type(q).forward is CentredSign.forward and isinstance(q, CentredSign):
+        return CENTRED, _sign_alphabet(q.sign, layer)
+    if isinstance(q, RSign) and type(q).forward is RSign.forward:
+        return THRESHOLD, _sign_alphabet(q.sign, layer)
+    return SIGN, _sign_alphabet(q, layer)
+
+
+def binary_kernel(conv: BinaryConv2d, layer: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(signs, scale)``: the kernel quantizer's output written as ``scale_c * signs`` exactly; DeployError."""
+    if conv.kernel_quantizer is None:
+        raise DeployError(f"layer {layer}: its inputs are binary but its weights are real-valued; no packed form")
+    with torch.no_grad():
+        wq = conv.kernel_quantizer(conv.weight).detach().to(torch.float32)
+    scale = wq.abs().amax(dim=(1, 2, 3))
+    signs = torch.sign(wq)
+    if not torch.equal(wq, scale.view(-1, 1, 1, 1) * signs):
+        bad = int((wq != scale.view(-1, 1, 1, 1) * signs).flatten(1).any(dim=1).nonzero()[0])
+        raise DeployError(
+            f"layer {layer}: kernel quantizer {type(conv.kernel_quantizer).__name__} gives output channel {bad} "
+            "more than one magnitude; a packed kernel holds scale_c * sign(W) only"
+        )
+    return signs.contiguous(), scale
+
+
+class DeployedConv2d(nn.Module):
+    """A binary convolution in deployed form: the sign's argument, then a backend's packed convolution.
+
+    Holds the :class:`BinaryConvSpec` (unscaled kernel, folded epilogue, geometry) and, for RSign, the threshold.
+    """
+
+    threshold: torch.Tensor | None
+
+    def __init__(self, spec: BinaryConvSpec, kind: str, threshold: torch.Tensor | None, backend: Backend) -> None:
+        super().__init__()
+        self.spec, self.kind, self.backend = spec, kind, backend
+        self.register_buffer("threshold", threshold)
+
+    def argument(self, x: torch.Tensor) -> torch.Tensor:
+        """The sign's argument ``d``, computed by the same torch operations as the simulation's quantizer."""
+        if self.kind == THRESHOLD and self.threshold is not None:
+            return x - self.threshold.view(1, -1, *([1] * (x.dim() - 2)))
+        if self.kind == CENTRED:
+            return x - x.mean(dim=tuple(range(1, x.dim())), keepdim=True)
+        return x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backend.conv(self.argument(x).contiguous(), self.spec)
+
+    def extra_repr(self) -> str:
+        o, c, kh, kw = self.spec.signs.shape
+        return (f"{c}, {o}, kernel=({kh}, {kw}), stride={self.spec.stride}, padding={self.spec.padding}, "
+                f"input={self.kind}/{self.spec.alphabet}, pad={self.spec.pad_value}, backend={self.backend.name!r}")
+
+
+class DeployedModel(nn.Module):
+    """The deployed network: takes [0, 1] images like every arbibench model and returns logits; inference only."""
+
+    def __init__(self, graph: fx.GraphModule, backend: Backend, pad: int, folded: bool) -> None:
+        super().__init__()
+        self.graph_module = graph
+        self.backend = backend.name
+        self.backend_note = backend.note
+        self.pad = pad
+        self.fold_batchnorm = folded
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            out: torch.Tensor = self.graph_module(x)
+        return out
+
+    def train(self, mode: bool = True) -> DeployedModel:
+        if mode:
+            raise DeployError("a deployed model is inference-only; train the simulation and deploy it again")
+        return super().train(False)
+
+
+class _LeafTracer(fx.Tracer):
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return isinstance(m, (BinaryConv2d, BinaryLinear, Quantizer, RPReLU)) or super().is_leaf_module(m, qualname)
+
+
+def _is_binary(m: nn.Module) -> bool:
+    return isinstance(m, (BinaryConv2d, BinaryLinear)) and (m.input_quantizer or m.kernel_quantizer) is not None
+
+
+def _check_model(model: nn.Module) -> None:
+    if not isinstance(model, nn.Module):
+        raise DeployError(f"deploy takes an nn.Module, got {type(model).__name__}")
+    training = [name or "(the model)" for name, m in model.named_modules() if m.training]
+    if training:
+        raise DeployError(f"layer {training[0]} is in training mode: deploy the eval-mode model (model.eval())")
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if t.device.type != "cpu":
+            raise DeployError(f"{name} is on {t.device}: the deployed form runs on the CPU (model.cpu())")
+        if t.is_floating_point() and t.dtype != torch.float32:
+            raise DeployError(f"{name} is {t.dtype}: the deployed semantics are defined for float32 models")
+    found = False
+    for name, m in model.named_modules():
+        if not _is_binary(m):
+            continue
+        found = True
+        if isinstance(m, BinaryLinear):
+            raise DeployError(f"layer {name}: a binary linear layer is not deployed (no preset has one)")
+        assert isinstance(m, BinaryConv2d)
+        if m.groups != 1 or tuple(m.dilation) != (1, 1):
+            raise DeployError(f"layer {name}: groups={m.groups}, dilation={m.dilation}; the kernel computes dense "
+                              "convolutions without dilation")
+        if m.padding_mode != "zeros" or isinstance(m.padding, str):
+            raise DeployError(f"layer {name}: padding {m.padding!r} ({m.padding_mode}); deployed convolutions take "
+                              "integer zero padding")
+        input_rule(m.input_quantizer, name)
+        binary_kernel(m, name)
+    if not found:
+        raise DeployError("the model has no binary convolution: nothing to deploy")
+
+
+def deploy(
+    model: nn.Module,
+    *,
+    backend: str = "auto",
+    pad: int = 0,
+    threads: int | None = None,
+    fold_batchnorm: bool = True,
+    isa: str = "auto",
+) -> DeployedModel:
+    """The deployed form of an eval-mode binary ``model``; ``model`` itself is not changed.
+
+    ``backend``: ``"kernel"`` (C, compiled on first use), ``"numba"``, ``"emulator"`` (pure torch, the oracle), or
+    ``"auto"`` (kernel, else numba, else emulator, said once). ``pad``: 0 for exact zero padding; +1 / -1 for
+    hardware without zero padding (a different network). ``threads``: the kernel's threads (default torch's).
+    ``fold_batchnorm``: fold each BatchNorm that only follows a binary convolution into its epilogue (the engines'
+    way); False keeps torch's BatchNorm, so power-of-two-scaled presets (bnn, irnet) equal the simulation exactly.
+    ``isa``: the kernel's popcount, ``"auto"``, ``"avx2"`` or ``"scalar"``.
+    """
+    if pad not in (-1, 0, 1):
+        raise DeployError(f"pad={pad!r}: use 0 (exact zero padding), or +1 / -1 (hardware without zero padding)")
+    _check_model(model)  # every refusal before any copy, build or compile
+    chosen = get_backend(backend, threads, isa)
+    ref = copy.deepcopy(model)
+    try:
+        graph = _LeafTracer().trace(ref)
+    except Exception as e:  # noqa: BLE001 - any tracing failure is reported with its cause
+        raise DeployError(f"the model cannot be traced into a graph ({type(e).__name__}: {e})") from e
+    gm = fx.GraphModule(ref, graph)
+    modules = dict(gm.named_modules())
+    for node in list(gm.graph.nodes):
+        if node.op != "call_module" or not _is_binary(modules[node.target]):
+            continue
+        conv = modules[node.target]
+        assert isinstance(conv, BinaryConv2d)
+        kind, alphabet = input_rule(conv.input_quantizer, node.target)
+        signs, scale = binary_kernel(conv, node.target)
+        users = list(node.users)
+        bn: nn.BatchNorm2d | None = None
+        if fold_batchnorm and len(users) == 1 and users[0].op == "call_module":
+            follower = modules[users[0].target]
+            if isinstance(follower, nn.BatchNorm2d) and users[0].args[0] is node and len(users[0].args) == 1:
+                bn = follower
+                users[0].replace_all_uses_with(node)
+                gm.graph.erase_node(users[0])
+        mul, add = fold_epilogue(scale, conv.bias, bn)
+        spec = BinaryConvSpec(
+            signs, mul, add,
+            stride=(int(conv.stride[0]), int(conv.stride[1])),
+            padding=(int(conv.padding[0]), int(conv.padding[1])),  # str refused above
+            alphabet=alphabet, pad_value=pad, name=str(node.target),
+        )
+        q = conv.input_quantizer
+        threshold = q.threshold.detach().clone() if kind == THRESHOLD and isinstance(q, RSign) else None
+        gm.add_submodule(node.target, DeployedConv2d(spec, kind, threshold, chosen))
+    gm.graph.eliminate_dead_code()
+    gm.delete_all_unused_submodules()
+    gm.recompile()
+    for p in gm.parameters():
+        p.requires_grad_(False)
+    return DeployedModel(gm.eval(), chosen, pad, fold_batchnorm).eval()
