@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 SCHEMA_VERSION = 2
 #: Label names of the datasets whose adversarial examples a card's examples file shows (index = label).
@@ -68,11 +68,23 @@ class CardError(ValueError):
         super().__init__(f"{where}: {problem}")
 
 
+@overload
+def percent(value: float) -> float: ...
+@overload
+def percent(value: None) -> None: ...
+@overload
+def percent(value: float | None) -> float | None: ...
 def percent(value: float | None) -> float | None:
     """A ratio in [0, 1] as the percent a card holds (two decimals); None stays None."""
     return None if value is None else round(100.0 * float(value), 2)
 
 
+@overload
+def ratio(value: float, digits: int = 4) -> float: ...
+@overload
+def ratio(value: None, digits: int = 4) -> None: ...
+@overload
+def ratio(value: float | None, digits: int = 4) -> float | None: ...
 def ratio(value: float | None, digits: int = 4) -> float | None:
     """A plain ratio (ACC_norm, RS) as a card holds it."""
     return None if value is None else round(float(value), digits)

@@ -3,7 +3,7 @@
 Runs what the command runs for one model, twice, each into a fresh temporary store and model-info folder: the
 quick cifar10 protocol (white-box attacks on the first 500 test images, black-box attacks with 1000 queries on 100
 of them, eps* and the eps sweep) through :func:`arbibench.protocol.run.run_model`, then the model card with its
-example images (:func:`arbibench.evaluation.model_card.write_protocol_card`), as the command's per-model callback
+example images (:func:`arbibench.protocol.cards.write_protocol_card`), as the command's per-model callback
 does. Timed: loading the images and the checkpoint, the protocol, the card.
 
 - before: ``run_model(..., pool=False)`` on the reference model (the fused inference path refused, see
@@ -42,10 +42,10 @@ from before_after import (  # noqa: E402
     reference_only,
 )
 
-from arbibench.evaluation.model_card import write_protocol_card  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
 from arbibench.models.zoo import load_model  # noqa: E402
 from arbibench.protocol import BLACK_BOX, WHITE_BOX, AttackSpec, Protocol, get_protocol  # noqa: E402
+from arbibench.protocol.cards import write_protocol_card  # noqa: E402
 from arbibench.protocol.run import protocol_subsets, run_model  # noqa: E402
 
 

@@ -52,7 +52,6 @@ def test_committed_cards_still_read() -> None:
 
 def test_benchmark_card_round_trip(tmp_path: Path, data_dir: Path) -> None:
     from arbibench.evaluation.benchmark import benchmark
-    from arbibench.evaluation.model_card import benchmark_card
 
     result = benchmark(
         "resnet20_bnn", n_examples=16, attacks=("fgsm", "square"), data_dir=data_dir, store=tmp_path / "s.db",
@@ -60,7 +59,7 @@ def test_benchmark_card_round_trip(tmp_path: Path, data_dir: Path) -> None:
         eps_star_rounds=2,
     )
     path = tmp_path / "mi" / "cifar10" / "Linf" / "resnet20_bnn.json"
-    written = benchmark_card(result)
+    written = result.to_card()
     read = parse_card(path, json.loads(path.read_text()))
     assert read == written  # every field, nested ones too
     assert read.attacks["square"].family == "black-box" and read.attacks["fgsm"].family == "white-box"

@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 from arbibench.cli import app
 from arbibench.data.corruptions.generate import generate_cifar10c
 from arbibench.evaluation.corruption_metrics import mean_corruption_accuracy, relative_accuracy
-from arbibench.evaluation.model_card import corruption_card, write_corruption_card
 from arbibench.evaluation.store import ResultStore
 from arbibench.leaderboard import build_site
 from arbibench.leaderboard.cards import CardError
 from arbibench.leaderboard.corruptions import load_corruption_cards, parse_corruption_card
 from arbibench.protocol import CorruptionProtocol, describe, get_protocol
+from arbibench.protocol.cards import corruption_card, write_corruption_card
 from arbibench.protocol.corruptions import run_corruption_protocol
 
 N = 16

@@ -139,8 +139,8 @@ def protocol_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> di
 def test_protocol_run_killed_then_rerun_equals_uninterrupted(
     protocol_run: dict, data_dir: Path, tmp_path: Path
 ) -> None:
-    from arbibench.evaluation.model_card import write_protocol_card
     from arbibench.models.zoo import load_model
+    from arbibench.protocol.cards import write_protocol_card
     from arbibench.protocol.run import run_protocol
 
     assert protocol_run["seen"]["after commit kill"] == (2, [])  # two batches in, no card

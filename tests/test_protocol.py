@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from arbibench.cards import SCHEMA_VERSION, card_json, parse_card
 from arbibench.cli import app
-from arbibench.evaluation.model_card import protocol_card, write_protocol_card
 from arbibench.evaluation.store import ResultStore
 from arbibench.protocol import BLACK_BOX, PROTOCOLS, WHITE_BOX, AttackSpec, describe, get_protocol
+from arbibench.protocol.cards import protocol_card, write_protocol_card
 from arbibench.protocol.run import ALL, protocol_subsets, run_protocol
 
 runner = CliRunner()

@@ -13,10 +13,10 @@ from torch import nn
 from arbibench.attacks import Attack, AutoAttack, get_threat_model
 from arbibench.data.datasets import check_dataset, load_dataset
 from arbibench.evaluation.backends import Backend, get_backend
+from arbibench.evaluation.cards import card_path, checkpoint_sha256, write_card
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.min_perturbation import minimal_perturbation
-from arbibench.evaluation.model_card import benchmark_card, card_path, write_card
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
@@ -78,8 +78,10 @@ def benchmark(
     if not attacks:
         raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
                          "for clean accuracy alone use clean_accuracy()")
+    sha256 = None
     if isinstance(model, str):
         model_name = model_name or model
+        sha256 = checkpoint_sha256(model, dataset, model_dir)
         model = load_model(model, model_dir, dataset=dataset, device=device)
     elif not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
@@ -137,6 +139,7 @@ def benchmark(
         seed=seed,
         attack_configs={a.name: a.config_dict() for a in attack_objs},
         min_perturbation=min_perturbation,
+        checkpoint_sha256=sha256,
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
             for a in attack_objs
@@ -144,5 +147,5 @@ def benchmark(
         ],
     )
     if to_disk:
-        write_card(benchmark_card(result), card_path(model_info, dataset, threat.norm, name))
+        write_card(result.to_card(), card_path(model_info, dataset, threat.norm, name))
     return result

@@ -11,10 +11,15 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from arbibench.attacks import ATTACKS, BLACK_BOX, WHITE_BOX, access_group
+from arbibench.cards import ModelCard, percent
+from arbibench.evaluation.cards import attack_row, eps_star_fields, model_identity
 from arbibench.evaluation.metrics import RobustnessReport
 from arbibench.evaluation.min_perturbation import MinimalPerturbation
-from arbibench.evaluation.store import Outcomes
+from arbibench.evaluation.store import Outcomes, hash_indices
 from arbibench.files import atomic_write_json
+
+ALL = "all"  # a card's key for the whole subset (every attack of both families)
 
 
 def format_eps(eps: float) -> str:
@@ -65,6 +70,7 @@ class BenchmarkResult:
     attack_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. ensemble components that were not available
     min_perturbation: MinimalPerturbation | None = None  # eps* per image, when benchmark() was asked for it
+    checkpoint_sha256: str | None = None  # of the checkpoint file measured (a zoo model loaded by name)
 
     @property
     def clean_acc(self) -> float:
@@ -103,6 +109,51 @@ class BenchmarkResult:
             "notes": self.notes,
             "eps_star": None if self.min_perturbation is None else self.min_perturbation.to_dict(),
         }
+
+    def to_card(self) -> ModelCard:
+        """The model card of this result (``benchmark(..., to_disk=True)`` writes it).
+
+        One subset for every attack, so ACC_norm of both families divides by the same clean accuracy.
+        """
+        r = self.report
+        rows = {}
+        for m in r.attacks:
+            cls = ATTACKS.get(m.attack.partition("@")[0])
+            rows[m.attack] = attack_row(
+                m.attack, WHITE_BOX if cls is None else access_group(cls.family), m.acc_star, m.acc_norm, m.interval,
+                m.n, query_summary(self.outcomes[m.attack])["median_queries"],
+                round(self.seconds.get(m.attack, 0.0), 3),
+            )
+        rs: dict[str, float] = {}
+        rs_mean: dict[str, float] = {}
+        for family in (WHITE_BOX, BLACK_BOX):
+            norms = [a.acc_norm for a in rows.values() if a.family == family]
+            if norms:
+                rs[family], rs_mean[family] = round(sum(norms), 4), round(sum(norms) / len(norms), 4)
+        rs[ALL], rs_mean[ALL] = round(r.rs, 4), round(r.rs_mean, 4)
+        auto = rows.get("autoattack")
+        return ModelCard(
+            **model_identity(self.model_name, self.dataset, self.checkpoint_sha256),
+            eps=self.eps,
+            eps_text=format_eps(self.eps),
+            threat_model=self.threat_model,
+            clean_acc=percent(r.acc),
+            autoattack_acc=None if auto is None else auto.acc_star,
+            unreliable=bool(self.flags),
+            footnote="; ".join(list(self.notes) + [f"flag {k}" for k in self.flags]) or None,
+            protocol=None,
+            quick=None,
+            subset=self.subset,
+            attacks=rows,
+            rs=rs,
+            rs_mean=rs_mean,
+            worst_case_acc=percent(r.worst_case_acc),
+            flags=dict(self.flags),
+            data_indices_hash={ALL: hash_indices(self.indices)},
+            n_examples={ALL: len(self.indices)},
+            sweep=(),
+            **eps_star_fields(self.min_perturbation),
+        )
 
     def save_json(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_dict` atomically (a crash never leaves half a file)."""

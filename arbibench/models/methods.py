@@ -96,6 +96,16 @@ class Method:
     def is_binary(self) -> bool:
         return self.kernel_quantizer is not None
 
+    @property
+    def authors(self) -> str:
+        """The paper's authors as ``paper`` cites them ("Liu et al."): the text before the first comma."""
+        return self.paper.partition(", ")[0]
+
+    @property
+    def venue(self) -> str:
+        """Where the paper appeared ("ECCV 2020", "arXiv:1606.06160"): the text after the last comma."""
+        return self.paper.rpartition(", ")[2]
+
 
 METHODS: dict[str, Method] = {
     m.name: m

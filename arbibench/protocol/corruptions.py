@@ -23,12 +23,12 @@ from torch import nn
 
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.data.cifar10c import cifar10c_dir, read_cell, read_labels, read_manifest
+from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.corruption_metrics import Estimate, mean_corruption_accuracy, relative_accuracy
 from arbibench.evaluation.inputs import check_model
-from arbibench.evaluation.model_card import method_metadata
 from arbibench.evaluation.runner import make_progress
 from arbibench.evaluation.store import ResultStore, hash_indices, hash_model
-from arbibench.models.zoo import get_entry, load_model
+from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.presets import CorruptionProtocol
 
 CLEAN = "clean"
@@ -98,6 +98,7 @@ class CorruptionEvaluation:
     seconds: float
     fp_twin: str | None = None
     relative_fp: Estimate | None = None
+    checkpoint_sha256: str | None = None  # of the checkpoint file measured
     flags: dict[str, str] = field(default_factory=dict)
     correct: np.ndarray | None = field(default=None, repr=False)  # bool [C, S, n], for the twin comparison
 
@@ -160,6 +161,7 @@ def run_corruption_model(
     device: str | torch.device | None = None,
     console: Console | None = None,
     progress: bool = True,
+    checkpoint_sha256: str | None = None,
 ) -> CorruptionEvaluation:
     """Accuracy of ``model`` on the clean images and on every cell of ``protocol`` (resumable through ``store``)."""
     t0 = time.perf_counter()
@@ -205,14 +207,17 @@ def run_corruption_model(
         seconds=time.perf_counter() - t0,
         flags=flags,
         correct=correct,
+        checkpoint_sha256=checkpoint_sha256,
     )
 
 
 def fp_twin_of(model_name: str) -> str | None:
     """The zoo's full-precision model with the same backbone and dataset (None for an FP model or a stranger)."""
-    meta = method_metadata(model_name)
-    twin = meta.get("fp_twin")
-    return None if twin == model_name or meta.get("method") == "fp" else twin
+    entry = ZOO.get(model_name)
+    if entry is None or entry.method == "fp":
+        return None
+    twin = fp_twin_name(entry)
+    return None if twin == model_name else twin
 
 
 def add_fp_ratios(results: Sequence[CorruptionEvaluation]) -> None:
@@ -254,7 +259,8 @@ def run_corruption_protocol(
     for name in names:
         model = load_model(name, model_dir, protocol.dataset, device=device)
         result = run_corruption_model(model, name, protocol, store, data, device=device, console=console,
-                                      progress=progress)
+                                      progress=progress,
+                                      checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir))
         results.append(result)
         add_fp_ratios(results)
         if on_model_done is not None:

@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -23,11 +24,12 @@ from arbibench.attacks import Transfer, get_attack, get_threat_model, parse_eps
 from arbibench.data.datasets import load_dataset
 from arbibench.data.subsets import select_indices
 from arbibench.evaluation.backends import Backend
+from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.checks import gradient_free_beats_gradient
 from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, twin_findings
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report, robustness_score_mean
-from arbibench.evaluation.min_perturbation import minimal_perturbation
+from arbibench.evaluation.min_perturbation import MinimalPerturbation, minimal_perturbation
 from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import EvalPlan, evaluate, make_progress, prepare_evaluation
 from arbibench.evaluation.store import ResultStore, hash_indices
@@ -50,6 +52,18 @@ class AttackOutcome:
     seconds: float
 
 
+class SweepRow(TypedDict):
+    """Robust accuracy of one attack at one eps of a sweep (ratios; ``interval`` is ACC*'s 95% interval)."""
+
+    attack: str
+    eps: float
+    eps_text: str
+    acc_star: float
+    acc_norm: float
+    interval: list[float]
+    n_examples: int
+
+
 @dataclass
 class ModelEvaluation:
     """One model under one protocol: per-attack results, per-family and overall scores, flags."""
@@ -65,15 +79,21 @@ class ModelEvaluation:
     flags: dict[str, str]
     indices_hash: dict[str, str]
     n_examples: dict[str, int]
-    sweep: list[dict] = field(default_factory=list)
+    sweep: list[SweepRow] = field(default_factory=list)
     seconds: float = 0.0
-    eps_star: dict | None = None  # MinimalPerturbation.to_dict() on the black-box images
+    min_perturbation: MinimalPerturbation | None = None  # eps* on the black-box images
+    checkpoint_sha256: str | None = None  # of the checkpoint file measured
     # per-image outcomes by setting (each family, and "sweep <attack>" over its eps values), for paired comparisons
     # with the FP twin; kept in memory only (the store holds them)
     per_image: dict[str, PairedOutcomes] = field(default_factory=dict, repr=False)
 
     def family(self, family: str) -> list[AttackOutcome]:
         return [a for a in self.attacks if a.family == family]
+
+    @property
+    def eps_star(self) -> dict[str, Any] | None:
+        """The eps* summary (:meth:`MinimalPerturbation.to_dict`), None when the search did not run."""
+        return None if self.min_perturbation is None else self.min_perturbation.to_dict()
 
 
 def protocol_subsets(
@@ -99,6 +119,7 @@ def run_model(
     data_dir: str | os.PathLike | None = None,
     backend: Backend | None = None,
     pool: bool = True,
+    checkpoint_sha256: str | None = None,
 ) -> ModelEvaluation:
     """Evaluate one model under every attack of ``protocol`` (resumable through ``store``; ``backend`` computes
     the store batches elsewhere, e.g. on a Ray cluster, with the same rows).
@@ -180,8 +201,8 @@ def run_model(
             eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds, store=store,
             dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
             device=device, progress=progress, console=console, backend=backend,
-        ).to_dict()
-    sweep_rows: list[dict] = []
+        )
+    sweep_rows: list[SweepRow] = []
     if sweep and protocol.sweep_eps:
         sweep_rows, per_image[f"sweep {protocol.sweep_attack}"] = run_sweep(
             model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir,
@@ -201,7 +222,8 @@ def run_model(
         n_examples={f: len(subsets[f][2]) for f in outcomes},
         sweep=sweep_rows,
         seconds=time.perf_counter() - t0,
-        eps_star=eps_star,
+        min_perturbation=eps_star,
+        checkpoint_sha256=checkpoint_sha256,
         per_image=per_image,
     )
 
@@ -236,7 +258,7 @@ def run_sweep(
     progress: bool = True,
     data_dir: str | os.PathLike | None = None,
     backend: Backend | None = None,
-) -> tuple[list[dict], PairedOutcomes]:
+) -> tuple[list[SweepRow], PairedOutcomes]:
     """Robust accuracy of ``protocol.sweep_attack`` at each eps of the sweep, on the first ``n_sweep`` images: the
     rows of :func:`sweep_eps` and the per-image outcomes (one column per eps)."""
     x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
@@ -247,7 +269,7 @@ def run_sweep(
     )
 
 
-def sweep_eps(*args, **kwargs) -> list[dict]:  # noqa: ANN002, ANN003 - the arguments of sweep_outcomes
+def sweep_eps(*args, **kwargs) -> list[SweepRow]:  # noqa: ANN002, ANN003 - the arguments of sweep_outcomes
     """One row per eps: ACC* and ACC_norm of ``attack`` (each eps its own stored evaluation)."""
     return sweep_outcomes(*args, **kwargs)[0]
 
@@ -270,10 +292,10 @@ def sweep_outcomes(
     console: Console | None = None,
     progress: bool = True,
     backend: Backend | None = None,
-) -> tuple[list[dict], PairedOutcomes]:
+) -> tuple[list[SweepRow], PairedOutcomes]:
     """One row per eps (ACC* and ACC_norm of ``attack``, each eps its own stored evaluation) and the per-image
     outcomes, one column per eps (named by its text, e.g. "8/255")."""
-    rows = []
+    rows: list[SweepRow] = []
     clean_correct, columns = None, {}
     for eps in eps_values:
         clean, outs, _, _ = evaluate(
@@ -285,17 +307,8 @@ def sweep_outcomes(
         m = report.attacks[0]
         clean_correct = clean.clean_correct
         columns[format_eps(eps)] = outs[m.attack].adv_correct
-        rows.append(
-            {
-                "attack": m.attack,
-                "eps": float(eps),
-                "eps_text": format_eps(eps),
-                "acc_star": m.acc_star,
-                "acc_norm": m.acc_norm,
-                "interval": list(m.interval),
-                "n_examples": m.n,
-            }
-        )
+        rows.append(SweepRow(attack=m.attack, eps=float(eps), eps_text=format_eps(eps), acc_star=m.acc_star,
+                             acc_norm=m.acc_norm, interval=list(m.interval), n_examples=m.n))
     return rows, PairedOutcomes(np.zeros(0, bool) if clean_correct is None else clean_correct, columns)
 
 
@@ -337,7 +350,7 @@ def run_protocol(
         model = load_model(name, model_dir, protocol.dataset, device=device)
         result = run_model(
             model, name, protocol, store, subsets, device=device, console=console, progress=progress, sweep=sweep,
-            data_dir=data_dir, backend=backend,
+            data_dir=data_dir, backend=backend, checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir),
         )
         results.append(result)
         if on_model_done is not None:
