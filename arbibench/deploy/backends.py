@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from arbibench.deploy.build import KernelUnavailableError
+from arbibench.deploy.build import KernelUnavailableError, load_library
 from arbibench.deploy.emulator import emulate_conv
+from arbibench.deploy.kernel import kernel_conv, resolve_isa
 from arbibench.deploy.semantics import BinaryConvSpec
 
 BACKENDS = ("auto", "kernel", "numba", "emulator")
@@ -39,12 +40,11 @@ class Backend:
 
 
 def _kernel(threads: int, isa: str) -> Backend:
-    from arbibench.deploy.kernel import kernel_conv, resolve_isa
-
     chosen = resolve_isa(isa)  # builds and loads the library now, so a failure shows at deploy time
+    lib = load_library()
 
     def conv(d: torch.Tensor, spec: BinaryConvSpec) -> torch.Tensor:
-        return kernel_conv(d, spec, threads, isa)
+        return kernel_conv(d, spec, threads, isa, lib)
 
     return Backend(f"kernel ({chosen})", conv)
 

@@ -1,8 +1,9 @@
 """Compile ``kernel.c`` with the system C compiler on first use, and cache the library safely.
 
-The cache key is the sha256 of the kernel's source, the compiler command and flags, and this CPU's feature flags
+The cache key is the sha256 of the kernel's source, the compiler flags and this CPU's feature flags
 (``/proc/cpuinfo``, else the platform's description): a cache folder shared by machines with different CPUs (Ray
-nodes on a network file system) never loads a library built on another CPU. Several processes may compile at once
+nodes on a network file system) never loads a library built on another CPU. A library already in the cache is used
+without a compiler (a machine can be given one built at install time). Several processes may compile at once
 (Ray workers, pytest-xdist): each compiles into its own temporary file in the cache folder and renames it into place
 (an atomic replace on POSIX), so the folder always holds one complete library under the key and never a partial one.
 
@@ -42,6 +43,7 @@ def cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "arbibench") / "kernels"
 
 
+@functools.cache
 def cpu_flags() -> str:
     """This CPU's feature flags (x86 ``flags``, ARM ``Features``), else the platform's processor description."""
     try:
@@ -70,12 +72,16 @@ def compiler() -> list[str]:
     raise KernelUnavailableError("no C compiler on PATH (cc, gcc, clang); install one or set CC")
 
 
-def library_path(cc: list[str] | None = None) -> Path:
-    """Where the library for this source, compiler and CPU lives (it may not exist yet)."""
-    cc = compiler() if cc is None else cc
+@functools.cache
+def _source_bytes() -> bytes:
+    return SOURCE.read_bytes()
+
+
+def library_path() -> Path:
+    """Where the library for this source, flags and CPU lives (it may not exist yet)."""
     h = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(cc).encode(), " ".join(FLAGS).encode(), cpu_flags().encode(),
-                 platform.machine().encode(), str(ABI_VERSION).encode()):
+    for part in (_source_bytes(), " ".join(FLAGS).encode(), cpu_flags().encode(), platform.machine().encode(),
+                 str(ABI_VERSION).encode()):
         h.update(part)
         h.update(b"\0")
     suffix = ".dll" if sys.platform == "win32" else ".so"
@@ -86,10 +92,10 @@ def build_library(force: bool = False) -> Path:
     """The compiled library, compiled now if the cache has none for this source, compiler and CPU."""
     if sys.byteorder != "little":
         raise KernelUnavailableError("the packed layout assumes a little-endian CPU")
-    cc = compiler()
-    path = library_path(cc)
+    path = library_path()
     if path.exists() and not force:
         return path
+    cc = compiler()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
     os.close(fd)
@@ -109,10 +115,13 @@ def build_library(force: bool = False) -> Path:
     return path
 
 
-@functools.cache
 def load_library() -> ctypes.CDLL:
-    """The loaded kernel library of this process (built on first use), its functions typed; KernelUnavailableError."""
-    path = build_library()
+    """The kernel library for this machine (built on first use), loaded once per path, its functions typed."""
+    return _load(build_library())
+
+
+@functools.cache
+def _load(path: Path) -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as e:

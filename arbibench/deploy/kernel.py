@@ -7,6 +7,7 @@ interleaved word by word so that one AVX2 vector holds the same word of four cha
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from dataclasses import dataclass
 
@@ -77,9 +78,14 @@ def resolve_isa(isa: str = "auto") -> str:
     return ISA_NAMES[got]
 
 
-def kernel_conv(d: torch.Tensor, spec: BinaryConvSpec, threads: int = 1, isa: str = "auto") -> torch.Tensor:
-    """The deployed output of ``spec`` for the sign's argument ``d`` (N, C, H, W), computed by kernel.c."""
-    lib = load_library()
+def kernel_conv(
+    d: torch.Tensor, spec: BinaryConvSpec, threads: int = 1, isa: str = "auto", lib: ctypes.CDLL | None = None
+) -> torch.Tensor:
+    """The deployed output of ``spec`` for the sign's argument ``d`` (N, C, H, W), computed by kernel.c.
+
+    ``lib``: the loaded library (:func:`build.load_library`, which checks the cache on every call, by default).
+    """
+    lib = load_library() if lib is None else lib
     if d.dtype != torch.float32 or d.dim() != 4 or d.device.type != "cpu":
         raise ValueError(f"{spec.name}: the kernel takes a float32 (N, C, H, W) CPU tensor, got {d.dtype} {d.shape}")
     o, c, kh, kw = spec.signs.shape
