@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from arbibench.deploy.kernel import packed  # the weights packed exactly as the C kernel reads them
 from arbibench.deploy.semantics import ALPHABETS, BinaryConvSpec
 
 
@@ -112,8 +113,6 @@ def _compile() -> Any:
 
 def numba_conv(d: torch.Tensor, spec: BinaryConvSpec, threads: int = 1) -> torch.Tensor:
     """The deployed output of ``spec`` for the sign's argument ``d``, computed by numba."""
-    from arbibench.deploy.kernel import packed  # the weights packed exactly as the C kernel reads them
-
     conv = _compile()
     numba: Any = importlib.import_module("numba")
 
