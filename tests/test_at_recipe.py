@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 import arbibench.models.zoo as zoo_module
-import arbibench.train as train_module
+import arbibench.train.checkpoints as checkpoints_module
+import arbibench.train.loop as loop_module
 from arbibench.data.cifar10 import load_cifar10
 from arbibench.models.zoo import ZOO, ChecksumError, export_checkpoint, fp_twin_name, load_model
 from arbibench.train import at_recipe, default_recipe, fgsm_random_start, train
@@ -60,7 +61,7 @@ def test_catastrophic_overfitting_stops_with_the_best_epoch(tmp_path, data_dir, 
         at_recipe("fp"), epochs=3, train_examples=128, batch_size=64, robust_check_images=32
     )
     values = iter([0.30, 0.40, 0.10])
-    monkeypatch.setattr(train_module, "robust_check", lambda *a, **k: next(values))
+    monkeypatch.setattr(loop_module, "robust_check", lambda *a, **k: next(values))
     out = tmp_path / "resnet20_fp_at"
     summary = train(recipe, out, data_dir, log=lambda m: None, eval_examples=100)
     check = summary["robust_check"]
@@ -73,7 +74,7 @@ def test_catastrophic_overfitting_stops_with_the_best_epoch(tmp_path, data_dir, 
     assert card["training"] == "adversarial" and card["threat_model"]["eps"] == pytest.approx(8 / 255)
     assert card["robust_check"]["catastrophic_overfitting"]
     # resuming a run that stopped early trains no further epoch
-    monkeypatch.setattr(train_module, "robust_check", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(loop_module, "robust_check", lambda *a, **k: pytest.fail("trained again"))
     again = train(recipe, out, data_dir, log=lambda m: None, eval_examples=100)
     assert again["history"] == summary["history"]
 
@@ -83,7 +84,7 @@ def test_a_drop_short_of_collapse_keeps_training(tmp_path, data_dir, monkeypatch
         at_recipe("fp"), epochs=2, train_examples=64, batch_size=64, robust_check_images=32
     )
     values = iter([0.40, 0.25])
-    monkeypatch.setattr(train_module, "robust_check", lambda *a, **k: next(values))
+    monkeypatch.setattr(loop_module, "robust_check", lambda *a, **k: next(values))
     summary = train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
     assert not summary["robust_check"]["catastrophic_overfitting"] and len(summary["history"]) == 2
 
@@ -92,36 +93,36 @@ def test_init_from_an_exported_but_unregistered_checkpoint(tmp_path, monkeypatch
     # make zoo trains the AT BNNs from resnet20_fp_at right after exporting it, before its sha256 is registered:
     # the exported file is accepted only when it matches the sha256 its card records.
     src = ZOO["resnet20_fp"]
-    shutil.copy(train_module.verified_checkpoint(src), tmp_path / "resnet20_new.safetensors")
-    digest = train_module.sha256_file(tmp_path / "resnet20_new.safetensors")
+    shutil.copy(checkpoints_module.verified_checkpoint(src), tmp_path / "resnet20_new.safetensors")
+    digest = checkpoints_module.sha256_file(tmp_path / "resnet20_new.safetensors")
     (tmp_path / "resnet20_new.json").write_text(json.dumps({"sha256": digest}))
-    monkeypatch.setattr(train_module, "CHECKPOINT_DIR", tmp_path)
+    monkeypatch.setattr(checkpoints_module, "CHECKPOINT_DIR", tmp_path)
     assert "resnet20_new" not in ZOO
-    assert train_module._init_checkpoint("resnet20_new") == tmp_path / "resnet20_new.safetensors"
+    assert checkpoints_module.init_checkpoint("resnet20_new") == tmp_path / "resnet20_new.safetensors"
     (tmp_path / "resnet20_new.json").write_text(json.dumps({"sha256": "0" * 64}))
     with pytest.raises(ChecksumError, match="export it again"):
-        train_module._init_checkpoint("resnet20_new")
+        checkpoints_module.init_checkpoint("resnet20_new")
     with pytest.raises(FileNotFoundError, match="neither a zoo model name nor an existing checkpoint file"):
-        train_module._init_checkpoint("resnet20_never_exported")
+        checkpoints_module.init_checkpoint("resnet20_never_exported")
 
 
 def test_init_from_a_zoo_model_reexported_before_its_new_sha256_is_pinned(tmp_path, monkeypatch):
     # make zoo continues resnet20_reactnet right after `arbibench recalibrate --export` replaced it: the new file is
     # accepted when its card matches it and names the pinned version as the one it replaced; never otherwise.
-    shipped = train_module.verified_checkpoint(ZOO["resnet20_fp"])
+    shipped = checkpoints_module.verified_checkpoint(ZOO["resnet20_fp"])
     new = tmp_path / "resnet20_fp.safetensors"
     tensors = load_file(str(shipped))
     tensors["bn1.running_mean"] = tensors["bn1.running_mean"] + 1.0  # new statistics, new sha256
     save_file(tensors, str(new))
-    digest = train_module.sha256_file(new)
-    monkeypatch.setattr(train_module, "CHECKPOINT_DIR", tmp_path)
+    digest = checkpoints_module.sha256_file(new)
+    monkeypatch.setattr(checkpoints_module, "CHECKPOINT_DIR", tmp_path)
     monkeypatch.setattr(zoo_module, "CHECKPOINT_DIR", tmp_path)
     card = tmp_path / "resnet20_fp.json"
     card.write_text(json.dumps({"sha256": digest, "previous_versions": [{"sha256": "f" * 64}]}))
     with pytest.raises(ChecksumError, match="zoo registry expects"):  # the pinned version is not the one replaced
-        train_module._init_checkpoint("resnet20_fp")
+        checkpoints_module.init_checkpoint("resnet20_fp")
     card.write_text(json.dumps({"sha256": digest, "previous_versions": [{"sha256": ZOO["resnet20_fp"].sha256}]}))
-    assert train_module._init_checkpoint("resnet20_fp") == new
+    assert checkpoints_module.init_checkpoint("resnet20_fp") == new
     card.write_text(json.dumps({"sha256": "0" * 64, "previous_versions": [{"sha256": ZOO["resnet20_fp"].sha256}]}))
     with pytest.raises(ChecksumError, match="export it again"):  # the card must match the file
-        train_module._init_checkpoint("resnet20_fp")
+        checkpoints_module.init_checkpoint("resnet20_fp")

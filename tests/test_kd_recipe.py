@@ -114,11 +114,11 @@ def test_clipped_ste_kernels_stay_in_the_unit_interval(tmp_path, data_dir):
 
 
 def test_learned_scales_start_at_the_mean_absolute_weight():
-    from arbibench.train import _init_learned_scales
+    from arbibench.train import init_learned_scales
 
     torch.manual_seed(0)
     model = build_model("resnet20", "xnorpp")
-    _init_learned_scales(model)
+    init_learned_scales(model)
     layers = [m for m in model.modules() if isinstance(getattr(m, "kernel_quantizer", None), LearnedScaleSign)]
     assert layers
     for m in layers:

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file
 
-import arbibench.train as training
+import arbibench.train.accuracy as accuracy
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.train import Recipe, long_recipe, split_validation, train
+from arbibench.train.selection import validation_optimistic
 
 
 def _digest(path):
@@ -40,13 +41,13 @@ def test_the_split_is_the_last_training_images_and_disjoint_from_training(data_d
 
 def test_the_run_ships_its_best_validation_epoch_and_never_looks_at_the_test_set(tmp_path, data_dir, monkeypatch):
     seen_sizes: list[int] = []
-    evaluate = training.evaluate
+    evaluate = accuracy.evaluate
 
     def spy(model, x, y, batch_size=500):
         seen_sizes.append(len(y))
         return evaluate(model, x, y, batch_size)
 
-    monkeypatch.setattr(training, "evaluate", spy)
+    monkeypatch.setattr(accuracy, "evaluate", spy)
     summary = train(_tiny(), tmp_path / "run", data_dir, log=lambda m: None, eval_examples=150)
     history = summary["history"]
     assert all("val_acc" in h and "test_acc_1000" not in h for h in history)
@@ -65,8 +66,8 @@ def test_the_run_ships_its_best_validation_epoch_and_never_looks_at_the_test_set
 def test_a_stalled_run_stops_after_its_patience(tmp_path, data_dir, monkeypatch):
     # the validation accuracy peaks at epoch 1 and never comes back (the test set, 50 images, is measured for real)
     per_epoch = iter([0.5, 0.4, 0.45, 0.3, 0.3, 0.3])
-    evaluate = training.evaluate
-    monkeypatch.setattr(training, "evaluate",
+    evaluate = accuracy.evaluate
+    monkeypatch.setattr(accuracy, "evaluate",
                         lambda model, x, y, batch_size=500: next(per_epoch) if len(y) == 100 else evaluate(model, x, y))
     summary = train(_tiny(epochs=6, patience=2), tmp_path / "run", data_dir, log=lambda m: None, eval_examples=50)
     assert len(summary["history"]) == 3
@@ -117,4 +118,4 @@ def test_the_long_recipe_continues_the_shipped_model_with_held_out_selection():
     assert (r.init_from, r.teacher, r.step1_epochs) == ("resnet20_reactnet", "resnet20_fp", 0)
     assert (r.epochs, r.val_examples, r.patience) == (60, 5000, 8)
     assert long_recipe("bnn").epochs == 30
-    assert training._validation_optimistic("resnet20_reactnet") is True  # the shipped kd model saw all 50,000
+    assert validation_optimistic("resnet20_reactnet") is True  # the shipped kd model saw all 50,000

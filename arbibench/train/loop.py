@@ -1,0 +1,392 @@
+"""The training loop: one resumable run of a recipe on the real CIFAR-10 train set.
+
+Every epoch ends with an atomic checkpoint (weights, optimiser state, history), so a killed run restarts from its last
+finished epoch and produces the same weights as an uninterrupted one: the shuffling and augmentation of epoch ``e``
+are drawn from a generator seeded by ``(seed, e)``, and the learning rate is a pure function of the step. A run with
+a validation split measures every epoch on it, ships its best epoch and may stop early; the test set is measured
+once, on the weights the run ships.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from safetensors.torch import load_file
+from torch import nn
+
+from arbibench.data.cifar10 import read_cifar10_arrays
+from arbibench.files import atomic_write_json
+from arbibench.models.architectures import build_model
+from arbibench.models.zoo import sha256_file
+from arbibench.nn.layers import BinaryConv2d, BinaryLinear
+from arbibench.nn.quantizers import set_training_progress
+from arbibench.nn.scalings import LearnedScaleSign
+from arbibench.train import accuracy
+from arbibench.train.adversarial import catastrophic_overfitting_check, fgsm_random_start, robust_check
+from arbibench.train.augmentation import augment
+from arbibench.train.batchnorm import recalibrate_batchnorm, recalibration_images
+from arbibench.train.checkpoints import (
+    atomic_save_tensors,
+    init_checkpoint,
+    load_matching,
+    load_optimizer,
+    optimizer_tensors,
+)
+from arbibench.train.recipes import ADVERSARIAL_KINDS, Recipe, check_counts, learning_rate, stage_method
+from arbibench.train.selection import best_val_epoch, split_validation, validation_optimistic
+
+
+def init_learned_scales(model: nn.Module) -> None:
+    """Start every learned weight scale (XNOR-Net++) at mean|W| per output channel, the analytic scale."""
+    for m in model.modules():
+        if isinstance(m, (BinaryConv2d, BinaryLinear)) and isinstance(m.kernel_quantizer, LearnedScaleSign):
+            dims = tuple(range(1, m.weight.dim()))
+            with torch.no_grad():
+                m.kernel_quantizer.alpha.copy_(m.weight.abs().mean(dim=dims).view_as(m.kernel_quantizer.alpha))
+
+
+def latent_binary_weights(model: nn.Module) -> list[nn.Parameter]:
+    """The real-valued weights behind binary kernels (the ones clipped and spared weight decay in step 2)."""
+    return [
+        m.weight
+        for m in model.modules()
+        if isinstance(m, (BinaryConv2d, BinaryLinear)) and m.kernel_quantizer is not None
+    ]
+
+
+def make_optimizer(recipe: Recipe, model: nn.Module, epoch: int) -> torch.optim.Optimizer:
+    """The recipe's optimiser for the step ``epoch`` belongs to (step 2: no weight decay on latent binary weights)."""
+    latent = {id(p) for p in latent_binary_weights(model)} if epoch >= recipe.step1_epochs > 0 else set()
+    decay = [p for p in model.parameters() if id(p) not in latent]
+    groups: list[dict[str, Any]] = [{"params": decay, "weight_decay": recipe.weight_decay}]
+    if latent:  # weight decay would pull the latent weights' signs towards flipping
+        groups.append({"params": [p for p in model.parameters() if id(p) in latent], "weight_decay": 0.0})
+    if recipe.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=recipe.lr, momentum=0.9, nesterov=True)
+    if recipe.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=recipe.lr, foreach=True)
+    raise ValueError(f"unknown optimizer {recipe.optimizer!r}; use 'sgd' or 'adam'")
+
+
+def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """ReActNet's distributional loss: cross-entropy of the student's softmax to the teacher's, batch mean."""
+    return -(F.softmax(teacher_logits, dim=1) * F.log_softmax(student_logits, dim=1)).sum(dim=1).mean()
+
+
+@dataclass
+class _Data:
+    """The run's images (uint8 NCHW): training, validation (held out from training), test, robust-check."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    x_check: np.ndarray
+    y_check: np.ndarray
+
+    @classmethod
+    def load(cls, recipe: Recipe, data_dir: str | Path | None, eval_examples: int | None) -> _Data:
+        x_train, y_train = read_cifar10_arrays("train", data_dir)
+        x_train, y_train, x_val, y_val = split_validation(x_train, y_train, recipe.val_examples)
+        x_test, y_test = read_cifar10_arrays("test", data_dir)
+        n_check = recipe.robust_check_images
+        x_check, y_check = x_test[len(y_test) - n_check :], y_test[len(y_test) - n_check :]
+        if recipe.train_examples is not None:
+            x_train, y_train = x_train[: recipe.train_examples], y_train[: recipe.train_examples]
+        return cls(x_train, y_train, x_val, y_val, x_test[:eval_examples], y_test[:eval_examples], x_check, y_check)
+
+
+@dataclass
+class _Run:
+    """What a run carries from epoch to epoch, and what its checkpoint records."""
+
+    model: nn.Module
+    opt: torch.optim.Optimizer
+    teacher: nn.Module | None
+    start_epoch: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    elapsed: float = 0.0
+    init_sha256: str | None = None
+    validation: dict[str, Any] | None = None
+
+
+def _check_recipe(recipe: Recipe) -> None:
+    check_counts(recipe)
+    if recipe.adversarial is not None and recipe.adversarial not in ADVERSARIAL_KINDS:
+        raise ValueError(f"unknown adversarial training {recipe.adversarial!r}; known: {', '.join(ADVERSARIAL_KINDS)}")
+    if recipe.step1_epochs and not 0 < recipe.step1_epochs < recipe.epochs:
+        raise ValueError(
+            f"step1_epochs must be 0 (binary weights from the first epoch) or between 1 and epochs - 1 = "
+            f"{recipe.epochs - 1}, got {recipe.step1_epochs}"
+        )
+
+
+def _read_state(out: Path, recipe: Recipe) -> dict[str, Any] | None:
+    """The run's checkpoint record, or None for a new run; a different recipe in ``out`` is an error."""
+    state_json = out / "state.json"
+    if not state_json.exists():
+        return None
+    meta: dict[str, Any] = json.loads(state_json.read_text())
+    meta["recipe"] = {**asdict(Recipe()), **meta["recipe"]}  # a field added later ran with its default
+    if meta["recipe"] != asdict(recipe):
+        raise ValueError(
+            f"{out} holds a run with a different recipe ({meta['recipe']}); use another --out or delete it."
+        )
+    return meta
+
+
+def _start(recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable[[str], object]) -> _Run:
+    """The model, optimiser and teacher of the epoch the run stands at: the last finished one, else the first."""
+    epoch = meta["epoch"] if meta else 0
+    model = build_model(recipe.arch, stage_method(recipe, epoch))
+    teacher = None
+    if recipe.teacher:
+        teacher = build_model(recipe.arch, "fp")
+        teacher.load_state_dict(load_file(str(init_checkpoint(recipe.teacher))))
+        teacher.eval().requires_grad_(False)
+    # The sha256 of the starting weights goes into the card: a zoo name alone stops naming them once a run that
+    # continues a zoo model (``--init-from resnet20_bireal``) is exported over it.
+    init_sha256 = meta.get("init_sha256") if meta is not None else None
+    if recipe.init_from and meta is None:
+        init_path = init_checkpoint(recipe.init_from)
+        init_sha256 = sha256_file(init_path)
+        n = load_matching(model, load_file(str(init_path)))
+        log(f"initialised {n}/{len(model.state_dict())} tensors from {recipe.init_from}")
+    run = _Run(model, make_optimizer(recipe, model, epoch), teacher, init_sha256=init_sha256)
+    if meta is not None:
+        model.load_state_dict(load_file(str(out / "model.safetensors")))
+        load_optimizer(run.opt, load_file(str(out / "optimizer.safetensors")), meta["optimizer"])
+        run.start_epoch, run.history, run.elapsed = meta["epoch"] + 1, meta["history"], meta["elapsed_s"]
+        run.validation = meta.get("validation")
+        if meta.get("stopped_early"):
+            run.start_epoch = recipe.epochs
+        log(f"resuming {out} at epoch {run.start_epoch + 1}/{recipe.epochs}")
+    return run
+
+
+def train(
+    recipe: Recipe,
+    out_dir: str | Path,
+    data_dir: str | Path | None = None,
+    log: Callable[[str], object] = print,
+    *,
+    eval_examples: int | None = None,
+) -> dict[str, Any]:
+    """Train (or resume) ``recipe`` into ``out_dir``; returns the final summary (also in ``out_dir/summary.json``).
+
+    The summary's ``clean_acc`` is measured on the first ``eval_examples`` test images (default: all 10,000).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_recipe(recipe)
+    torch.manual_seed(recipe.seed)
+    run = _start(recipe, out, _read_state(out, recipe), log)
+    data = _Data.load(recipe, data_dir, eval_examples)
+    finished = finished_summary(out, recipe, run.start_epoch, len(data.y_test))
+    if finished is not None:
+        # Running a finished run again (the queue after a continuation the zoo kept its model over) must not
+        # re-estimate statistics already re-estimated, nor measure "before re-estimation" on the re-estimated weights.
+        log(f"{out} is finished: clean accuracy {finished['clean_acc']:.4f} (from its summary.json)")
+        return finished
+    if recipe.val_examples and run.validation is None:
+        # the starting point's own validation accuracy: a continuation must beat it to replace the model it continues
+        run.validation = {
+            "init_val_acc": accuracy.evaluate(run.model, data.x_val, data.y_val) if recipe.init_from else None
+        }
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns) as progress:
+        for epoch in range(run.start_epoch, recipe.epochs):
+            if _epoch(recipe, run, data, epoch, out, progress, log):
+                break
+    return _finish(recipe, run, data, out)
+
+
+def _epoch(
+    recipe: Recipe, run: _Run, data: _Data, epoch: int, out: Path, progress: Progress, log: Callable[[str], object]
+) -> bool:
+    """Train one epoch, measure it, checkpoint it; True when the run stops early."""
+    t0 = time.time()
+    if recipe.step1_epochs and epoch == recipe.step1_epochs:  # step 2: binarize the kernels
+        step1_state = run.model.state_dict()
+        run.model = build_model(recipe.arch, stage_method(recipe, epoch))
+        load_matching(run.model, step1_state)
+        init_learned_scales(run.model)
+        run.opt = make_optimizer(recipe, run.model, epoch)
+        log(f"step 2 from epoch {epoch + 1}: binary weights")
+    steps = math.ceil(len(data.y_train) / recipe.batch_size)
+    task = progress.add_task(f"epoch {epoch + 1}/{recipe.epochs}", total=steps, info="")
+    loss, acc = _optimise(recipe, run, data, epoch, progress, task)
+    run.history.append({"epoch": epoch + 1, "train_loss": loss, "train_acc": acc})
+    look, measured, stopped_early = _measure(recipe, run, data, epoch, out, log)
+    run.elapsed += time.time() - t0
+    progress.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {look} {measured:.3f}")
+    opt_tensors, opt_meta = optimizer_tensors(run.opt)
+    atomic_save_tensors(run.model.state_dict(), out / "model.safetensors")
+    atomic_save_tensors(opt_tensors, out / "optimizer.safetensors")
+    atomic_write_json(
+        {
+            "recipe": asdict(recipe),
+            "epoch": epoch,
+            "history": run.history,
+            "elapsed_s": run.elapsed,
+            "optimizer": opt_meta,
+            "stopped_early": stopped_early,
+            "init_sha256": run.init_sha256,
+            "validation": run.validation,
+        },
+        out / "state.json",
+    )
+    log(f"epoch {epoch + 1}: {run.history[-1]}")
+    return stopped_early
+
+
+def _optimise(
+    recipe: Recipe, run: _Run, data: _Data, epoch: int, progress: Progress, task: Any
+) -> tuple[float, float]:
+    """One pass over the training images; returns (mean loss, accuracy) of the epoch."""
+    xt, yt = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
+    steps_per_epoch = math.ceil(len(yt) / recipe.batch_size)
+    two_step = recipe.step1_epochs > 0
+    stage_start = recipe.step1_epochs if two_step and epoch >= recipe.step1_epochs else 0
+    stage_end = recipe.step1_epochs if two_step and epoch < recipe.step1_epochs else recipe.epochs
+    stage_total = (stage_end - stage_start) * steps_per_epoch
+    model, opt = run.model, run.opt
+    clipped = latent_binary_weights(model) if recipe.clip_latent_weights else []
+    gen = torch.Generator().manual_seed(recipe.seed * 100_003 + epoch)
+    perm = torch.randperm(len(yt), generator=gen)
+    model.train()
+    set_training_progress(model, epoch / recipe.epochs)  # IR-Net's EDE schedule, a function of the epoch
+    loss_sum, correct, seen = 0.0, 0, 0
+    for s in range(steps_per_epoch):
+        idx = perm[s * recipe.batch_size : (s + 1) * recipe.batch_size]
+        xb = augment(xt[idx], gen).float().div_(255)
+        yb = yt[idx]
+        for g in opt.param_groups:
+            g["lr"] = learning_rate(recipe, (epoch - stage_start) * steps_per_epoch + s, stage_total)
+        x_in = xb
+        if recipe.adversarial is not None:
+            x_in = fgsm_random_start(model, xb, yb, recipe.adv_eps, recipe.adv_step, gen)
+        logits = model(x_in)
+        if run.teacher is None:
+            loss = F.cross_entropy(logits, yb)
+        else:
+            with torch.no_grad():
+                teacher_logits = run.teacher(xb)
+            loss = recipe.kd_weight * distillation_loss(logits, teacher_logits)
+            if recipe.ce_weight:
+                loss = loss + recipe.ce_weight * F.cross_entropy(logits, yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if clipped:
+            with torch.no_grad():
+                torch._foreach_clamp_min_(clipped, -1.0)
+                torch._foreach_clamp_max_(clipped, 1.0)
+        loss_sum += loss.item() * len(yb)
+        correct += int((logits.argmax(1) == yb).sum().item())
+        seen += len(yb)
+        progress.update(task, advance=1, info=f"loss {loss_sum / seen:.3f} acc {correct / seen:.3f}")
+    return loss_sum / seen, correct / seen
+
+
+def _measure(
+    recipe: Recipe, run: _Run, data: _Data, epoch: int, out: Path, log: Callable[[str], object]
+) -> tuple[str, float, bool]:
+    """The epoch's look (validation, else the first 1000 test images) and its checks; True in the last place when
+    the run stops here (no better validation accuracy for ``patience`` epochs, or catastrophic overfitting)."""
+    model, history = run.model, run.history
+    stopped_early = False
+    if recipe.val_examples:  # selection on held-out training images; the test set is not looked at
+        look = "val"
+        history[-1]["val_acc"] = measured = accuracy.evaluate(model, data.x_val, data.y_val)
+        best = best_val_epoch(history)
+        if best == epoch + 1:
+            atomic_save_tensors(model.state_dict(), out / "best_val.safetensors")
+        elif recipe.patience and epoch + 1 - best >= recipe.patience:
+            stopped_early = True
+            log(f"epoch {epoch + 1}: no better validation accuracy for {recipe.patience} epochs; stopping")
+    else:
+        look = "test@1000"
+        history[-1]["test_acc_1000"] = measured = accuracy.evaluate(model, data.x_test[:1000], data.y_test[:1000])
+    if recipe.robust_check_images:
+        pgd_acc = robust_check(model, data.x_check, data.y_check, recipe.adv_eps)
+        best_pgd = max((h["pgd10_acc"] for h in history[:-1]), default=0.0)
+        history[-1]["pgd10_acc"] = pgd_acc
+        if pgd_acc >= best_pgd:
+            atomic_save_tensors(model.state_dict(), out / "best.safetensors")
+        elif pgd_acc < 0.5 * best_pgd:  # catastrophic overfitting: keep the best epoch and stop
+            model.load_state_dict(load_file(str(out / "best.safetensors")))
+            history[-1]["catastrophic_overfitting"] = True
+            stopped_early = True
+            log(f"epoch {epoch + 1}: PGD-10 accuracy fell from {best_pgd:.3f} to {pgd_acc:.3f}: catastrophic "
+                "overfitting; stopping with the best epoch's weights")
+    return look, measured, stopped_early
+
+
+def _finish(recipe: Recipe, run: _Run, data: _Data, out: Path) -> dict[str, Any]:
+    """The shipped weights (best validation epoch, re-estimated statistics) and the summary, measured once."""
+    model, history = run.model, run.history
+    set_training_progress(model, 1.0)  # the deployed state, the one a freshly built model starts in
+    summary: dict[str, Any] = {"recipe": asdict(recipe), "history": history, "train_time_s": round(run.elapsed, 1)}
+    if run.init_sha256 is not None:
+        summary["init_sha256"] = run.init_sha256
+    if recipe.robust_check_images:
+        summary["robust_check"] = catastrophic_overfitting_check(recipe, history, len(data.y_check))
+    if recipe.val_examples:
+        best = best_val_epoch(history)
+        model.load_state_dict(load_file(str(out / "best_val.safetensors")))
+        atomic_save_tensors(model.state_dict(), out / "model.safetensors")  # the run's result is the chosen epoch
+        summary["validation"] = {
+            **(run.validation or {}),
+            "examples": recipe.val_examples,
+            "split": f"the last {recipe.val_examples} CIFAR-10 training images (never trained on by this run)",
+            "selection": "the epoch with the best validation accuracy"
+            + (f"; stop after {recipe.patience} epochs without a better one" if recipe.patience else ""),
+            "best_epoch": best,
+            "epochs_run": len(history),
+            "stopped_early": len(history) < recipe.epochs,
+            "val_acc_best_epoch": history[best - 1]["val_acc"],
+            "optimistic": validation_optimistic(recipe.init_from),
+        }
+    if recipe.bn_recalibration_batches:
+        before = accuracy.evaluate(model, data.x_test, data.y_test)
+        t0 = time.time()
+        recalibrate_batchnorm(model, recalibration_images(torch.from_numpy(data.x_train), recipe))
+        atomic_save_tensors(model.state_dict(), out / "model.safetensors")
+        summary["clean_acc_before_bn_recalibration"] = before
+        summary["train_time_s"] = round(run.elapsed + time.time() - t0, 1)
+    if recipe.val_examples:
+        summary["validation"]["val_acc"] = accuracy.evaluate(model, data.x_val, data.y_val)
+    summary.update(accuracy.final_accuracy(model, data.x_test, data.y_test))
+    atomic_write_json(summary, out / "summary.json")
+    return summary
+
+
+def finished_summary(out: Path, recipe: Recipe, start_epoch: int, n_test: int) -> dict[str, Any] | None:
+    """The summary a finished run in ``out`` wrote for ``recipe`` on ``n_test`` test images; None if it has none."""
+    path = out / "summary.json"
+    if start_epoch < recipe.epochs or not path.exists():
+        return None
+    summary: dict[str, Any] = json.loads(path.read_text())
+    if summary.get("recipe") != asdict(recipe) or summary.get("clean_acc_n_examples") != n_test:
+        return None
+    return summary
