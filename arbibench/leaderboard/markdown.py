@@ -182,7 +182,8 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
         "tests/test_leaderboard_file.py regenerates it and fails when this file differs. -->",
         "Ranked by RS (the sum of ACC_norm over the protocol's attacks). A ⚠ beside the rank marks a model the "
         "gradient-masking checks flagged: its RS may come from attacks that its gradients mislead, so read the "
-        "AutoAttack and worst-case columns beside it. Accuracies are on the images the protocol line below names.",
+        "AutoAttack and worst-case columns beside it. The provenance paragraph at the end says which images and "
+        "checkpoints the numbers measured.",
         "## Adversarial robustness",
         *[board_markdown(b, pins=pins).rstrip("\n") for b in boards],
         "## Model zoo",

@@ -1,0 +1,79 @@
+"""LEADERBOARD.md is generated from the shipped cards (``arbibench leaderboard markdown``) and cannot go stale: this
+test regenerates it from ``model_info/`` and the checkpoint cards and fails when the committed file differs. README
+shows at most the top rows of its ranking, copied from it, and this checks they still match too."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from arbibench.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "LEADERBOARD.md"
+FIX = "regenerate it: arbibench leaderboard markdown --out LEADERBOARD.md"
+
+
+def _committed_date(text: str) -> str:
+    found = re.search(r"Generated on (\d{4}-\d{2}-\d{2}) by", text)
+    assert found, "LEADERBOARD.md names no generation date; " + FIX
+    return found.group(1)
+
+
+def test_leaderboard_file_is_what_the_cards_generate(tmp_path: Path) -> None:
+    committed = COMMITTED.read_text(encoding="utf-8")
+    out = tmp_path / "LEADERBOARD.md"
+    result = CliRunner().invoke(app, ["leaderboard", "markdown", "--out", str(out), "--model-info",
+                                      str(ROOT / "model_info"), "--date", _committed_date(committed)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8") == committed, "LEADERBOARD.md differs from the cards; " + FIX
+
+
+def test_leaderboard_file_holds_every_card_and_every_shipped_checkpoint() -> None:
+    from arbibench.models.pins import read_pins
+
+    text = COMMITTED.read_text(encoding="utf-8")
+    ranking = text.split("## Model zoo")[0]
+    zoo = text.split("## Model zoo")[1].split("## Provenance")[0]
+    for card in sorted((ROOT / "model_info").glob("*/*/*.json")):
+        if card.parent.name != "corruptions":
+            assert f"`{card.stem}`" in ranking, card
+    for name, sha in read_pins().items():
+        assert f"| `{name}` |" in zoo, name
+        assert f"`{name}` {sha[:12]}" in text.split("## Provenance")[1], name
+
+
+def test_readme_top_rows_are_the_generated_ones() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- top rows of LEADERBOARD.md -->")[1].split("<!-- end of top rows -->")[0]
+    rows = [line for line in block.splitlines() if line.startswith("|")]
+    assert len(rows) >= 3, "README's leaderboard excerpt lost its rows"
+    generated = COMMITTED.read_text(encoding="utf-8").splitlines()
+    for row in rows:
+        assert row in generated, f"README row not in LEADERBOARD.md (copy the top rows again): {row}"
+
+
+def test_a_changed_card_makes_the_file_differ(tmp_path: Path) -> None:
+    """The comparison above can fail: one changed number in one card changes the generated file."""
+    import shutil
+
+    model_info = tmp_path / "model_info"
+    shutil.copytree(ROOT / "model_info", model_info)
+    card = model_info / "cifar10" / "Linf" / "resnet20_fp.json"
+    card.write_text(card.read_text(encoding="utf-8").replace('"clean_acc": 91.2', '"clean_acc": 91.3'),
+                    encoding="utf-8")
+    out = tmp_path / "LEADERBOARD.md"
+    committed = COMMITTED.read_text(encoding="utf-8")
+    result = CliRunner().invoke(app, ["leaderboard", "markdown", "--out", str(out), "--model-info", str(model_info),
+                                      "--date", _committed_date(committed)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8") != committed
+    assert "| 91.3% |" in out.read_text(encoding="utf-8")
+
+
+def test_markdown_date_must_be_a_date(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["leaderboard", "markdown", "--out", str(tmp_path / "x.md"), "--date", "today"])
+    assert result.exit_code == 2 and "YYYY-MM-DD" in result.output
+    assert not (tmp_path / "x.md").exists()
