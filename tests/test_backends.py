@@ -9,15 +9,17 @@ import pytest
 from typer.testing import CliRunner
 
 from arbibench.cli import app
-from arbibench.evaluation import backends
-from arbibench.evaluation.backends import BackendError, get_backend
+from arbibench.evaluation import backend_registry
+from arbibench.evaluation.backend_registry import get_backend
+from arbibench.evaluation.backends import BackendError
 
 
 @pytest.fixture
 def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     """As if Ray were not installed."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(backends.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name))
+    monkeypatch.setattr(backend_registry.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else real(name))
 
 
 def test_local_is_the_runner_itself() -> None:

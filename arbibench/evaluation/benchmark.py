@@ -12,7 +12,8 @@ from torch import nn
 
 from arbibench.attacks import Attack, AutoAttack, get_threat_model
 from arbibench.data.datasets import check_dataset, load_dataset
-from arbibench.evaluation.backends import Backend, get_backend
+from arbibench.evaluation.backend_registry import get_backend
+from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.cards import card_path, checkpoint_sha256, write_card
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report

@@ -44,7 +44,7 @@ def open_backend(
     backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
 ) -> Backend | None:
     """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
-    from arbibench.evaluation.backends import get_backend  # start-up: the backends load torch
+    from arbibench.evaluation.backend_registry import get_backend  # start-up: the backends load torch
 
     try:
         return get_backend(backend, address=address, workers=workers, worker_threads=worker_threads,

@@ -29,7 +29,7 @@ from arbibench.attacks.query import BlackBoxAttack
 from arbibench.evaluation.backends import Backend, BackendError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
 from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.runner import CLEAN, EvalPlan, commit_outcome
+from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome
 from arbibench.evaluation.store import Outcomes, hash_json, hash_model
 from arbibench.files import sha256_file
 from arbibench.models.zoo import get_entry, load_model, verified_checkpoint

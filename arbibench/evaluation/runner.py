@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from rich.console import Console
@@ -30,17 +30,14 @@ from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import POOL_ROWS, BlackBoxAttack, QuerySteps, forward_queries, run_pooled
-from arbibench.evaluation.batch import BatchOutcome, batch_generator, compute_batch, outcome_columns
+from arbibench.evaluation.batch import batch_generator, compute_batch, outcome_columns
 from arbibench.evaluation.checks import run_checks
-from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
-from arbibench.evaluation.store import Outcomes, ResultStore, hash_indices, hash_model
-from arbibench.evaluation.surrogates import attack_for_target
+from arbibench.evaluation.plan import CLEAN, EvalPlan, EvaluationContext, commit_outcome, plan_evaluation
+from arbibench.evaluation.store import Outcomes, ResultStore
 from arbibench.nn.fused import inference_model
 
 if TYPE_CHECKING:
     from arbibench.evaluation.backends import Backend
-
-CLEAN = "clean"
 
 
 class RateColumn(ProgressColumn):
@@ -62,44 +59,6 @@ def make_progress(console: Console | None = None, enabled: bool = True) -> Progr
         console=console,
         disable=not enabled,
     )
-
-
-@dataclass
-class EvaluationContext:
-    """What every attack of one evaluation shares: model, samples, threat model and bookkeeping."""
-
-    model: nn.Module
-    model_name: str
-    model_hash: str
-    x: torch.Tensor
-    y: torch.Tensor
-    indices: torch.Tensor
-    threat: ThreatModel
-    dataset: str
-    seed: int
-    batch_size: int
-    device: torch.device
-    store: ResultStore
-    pool: bool = True  # black-box attacks run several store batches per forward batch (same results)
-    discrepancies: int = 0  # fused-path answers the reference model contradicted (they cost queries only)
-    notes: set[str] = field(default_factory=set)  # why a model's queries went to the reference model
-
-    def spec(self, attack: Attack | None) -> dict[str, Any]:
-        base = {
-            "dataset": self.dataset,
-            "indices_hash": hash_indices(self.indices),
-            "n_examples": len(self.indices),
-            "batch_size": self.batch_size,
-        }
-        if attack is None:
-            return {**base, "attack": CLEAN}
-        return {
-            **base,
-            "attack": attack.config_dict(),
-            "threat_model": self.threat.norm,
-            "eps": self.threat.eps,
-            "seed": self.seed,
-        }
 
 
 def run_attack(
@@ -177,24 +136,6 @@ def _prepare(ctx: EvaluationContext, b: int, clean: Outcomes) -> _Batch:
     return _Batch(b, xb, yb, clean_ok, clean_ok.nonzero().flatten())
 
 
-def commit_outcome(ctx: EvaluationContext, key: str, outcome: BatchOutcome, seconds: float) -> bool:
-    """Commit one computed batch in one transaction (False: it was already there) and keep its oracle notes."""
-    start = outcome.batch_index * ctx.batch_size
-    ctx.discrepancies += outcome.discrepancies
-    if outcome.inference_note:
-        ctx.notes.add(outcome.inference_note)
-    return ctx.store.commit_batch(
-        key,
-        outcome.batch_index,
-        ctx.indices[start : start + ctx.batch_size].tolist(),
-        outcome.clean_correct,
-        outcome.adv_correct,
-        outcome.perturbation,
-        outcome.queries,
-        seconds=seconds,
-    )
-
-
 def _run_pooled(
     ctx: EvaluationContext,
     attack: BlackBoxAttack,
@@ -234,69 +175,6 @@ def _run_pooled(
         outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
         commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
         progress.advance(task, len(batch.y))
-
-
-@dataclass(frozen=True)
-class EvalPlan:
-    """One evaluation as a backend receives it: its context (model, samples, threat, seed, store) and attacks."""
-
-    ctx: EvaluationContext
-    attacks: tuple[Attack, ...]
-
-
-def prepare_evaluation(
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    indices: torch.Tensor | None = None,
-    *,
-    attacks: Sequence[str | Attack],
-    threat: ThreatModel,
-    dataset: str = "custom",
-    model_name: str = "model",
-    seed: int = 0,
-    batch_size: int = 200,
-    device: str | torch.device | None = None,
-    store: ResultStore,
-    pool: bool = True,
-) -> tuple[EvalPlan, dict[str, str]]:
-    """Check the inputs and the model and build the evaluation's plan (the store keys follow from it); returns the
-    plan and the model checks' flags. :func:`evaluate` runs it; a backend can compute its batches first."""
-    check_images(x, y)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
-    if indices.shape != y.shape:
-        raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
-    device = resolve_device(device)
-    if isinstance(attacks, str | Attack):
-        attacks = [attacks]
-    if not attacks:
-        raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
-                         "for clean accuracy alone use clean_accuracy()")
-    attack_objs = [attack_for_target(a, model_name) for a in attacks]
-    names = [a.name for a in attack_objs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")
-    model = model.to(device).eval()
-    num_classes, flags = check_model(model, x[: min(8, len(x))].to(device))
-    check_labels(y, num_classes)
-    ctx = EvaluationContext(
-        model,
-        model_name,
-        hash_model(model),
-        x.cpu(),
-        y.cpu().long(),
-        indices,
-        threat,
-        dataset,
-        seed,
-        batch_size,
-        device,
-        store,
-        pool,
-    )
-    return EvalPlan(ctx, tuple(attack_objs)), flags
 
 
 class Evaluation(NamedTuple):
@@ -342,12 +220,25 @@ def evaluate(
     with :func:`~arbibench.evaluation.batch.compute_batch`, and this process commits them: the same rows as a local
     run. ``None`` computes them here. The gradient-masking checks always run here.
     """
-    plan, flags = prepare_evaluation(
+    plan = plan_evaluation(
         model, x, y, indices, attacks=attacks, threat=threat, dataset=dataset, model_name=model_name, seed=seed,
         batch_size=batch_size, device=device, store=store, pool=pool,
     )
-    ctx, attack_objs = plan.ctx, list(plan.attacks)
-    model, device = ctx.model, ctx.device
+    return execute(plan, progress=progress, console=console, checks=checks, backend=backend)
+
+
+def execute(
+    plan: EvalPlan,
+    *,
+    progress: bool = True,
+    console: Console | None = None,
+    checks: bool = True,
+    backend: Backend | None = None,
+) -> Evaluation:
+    """Carry out ``plan``: the batches the store lacks (computed by ``backend`` first when given, else here), every
+    outcome read back from the store, then the gradient-masking checks (``checks``), here in any case."""
+    ctx, store = plan.ctx, plan.ctx.store
+    flags = dict(plan.flags)
     with make_progress(console, progress) as bar:
         if backend is not None:
             backend.run([plan], bar)
@@ -355,25 +246,24 @@ def evaluate(
         per_attack: dict[str, Outcomes] = {}
         seconds: dict[str, float] = {}
         keys = [clean_key]
-        for attack in attack_objs:
+        for attack in plan.attacks:
             key, out = run_attack(ctx, attack, bar, clean)
             keys.append(key)
             per_attack[attack.name] = out
             seconds[attack.name] = store.batch_seconds(key)
         seconds[CLEAN] = store.batch_seconds(clean_key)
+    say = console or Console(stderr=True)
     for note in sorted(ctx.notes):
-        (console or Console(stderr=True)).print(f"[yellow]note[/]: {model_name}: {note}")
+        say.print(f"[yellow]note[/]: {ctx.model_name}: {note}")
     if ctx.discrepancies:
-        (console or Console(stderr=True)).print(
-            f"[yellow]note[/]: {model_name}: the reference model contradicted {ctx.discrepancies} fused-path answers "
-            "(each cost its attack queries, never a result)"
-        )
+        say.print(f"[yellow]note[/]: {ctx.model_name}: the reference model contradicted {ctx.discrepancies} fused-path "
+                  "answers (each cost its attack queries, never a result)")
     if checks:
         acc_star = {name: float(o.adv_correct.mean()) for name, o in per_attack.items()}
-        gradient_free = {a.name for a in attack_objs if not a.needs_gradients}
-        gradient_only = {a.name for a in attack_objs if a.gradient_only}
-        flags.update(run_checks(model, ctx.x, ctx.y, threat, acc_star, gradient_free, device, seed=seed,
-                                gradient_only=gradient_only))
+        gradient_free = {a.name for a in plan.attacks if not a.needs_gradients}
+        gradient_only = {a.name for a in plan.attacks if a.gradient_only}
+        flags.update(run_checks(ctx.model, ctx.x, ctx.y, ctx.threat, acc_star, gradient_free, ctx.device,
+                                seed=ctx.seed, gradient_only=gradient_only))
     for key in keys:  # every evaluation that took part carries the flags raised on it
         for flag, detail in flags.items():
             store.add_flag(key, flag, detail)

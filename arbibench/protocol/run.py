@@ -20,7 +20,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from arbibench.attacks import Transfer, get_attack, get_threat_model, parse_eps
+from arbibench.attacks import BLACK_BOX, WHITE_BOX, Transfer, get_attack, get_threat_model, parse_eps
 from arbibench.data.datasets import load_dataset
 from arbibench.data.subsets import select_indices
 from arbibench.evaluation.backends import Backend
@@ -28,14 +28,15 @@ from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.checks import gradient_free_beats_gradient
 from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, twin_findings
 from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.metrics import compute_report, robustness_score_mean
+from arbibench.evaluation.metrics import RobustnessReport, compute_report, robustness_score_mean
 from arbibench.evaluation.min_perturbation import MinimalPerturbation, minimal_perturbation
+from arbibench.evaluation.plan import EvalPlan, plan_evaluation
 from arbibench.evaluation.result import format_eps, query_summary
-from arbibench.evaluation.runner import EvalPlan, evaluate, make_progress, prepare_evaluation
+from arbibench.evaluation.runner import Evaluation, execute, make_progress
 from arbibench.evaluation.store import ResultStore, hash_indices
 from arbibench.evaluation.surrogates import resolve_surrogate
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
-from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
+from arbibench.protocol.presets import FAMILIES, Protocol
 
 ALL = "all"
 
@@ -96,13 +97,160 @@ class ModelEvaluation:
         return None if self.min_perturbation is None else self.min_perturbation.to_dict()
 
 
-def protocol_subsets(
-    protocol: Protocol, data_dir: str | os.PathLike | None
-) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+Subsets = dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def protocol_subsets(protocol: Protocol, data_dir: str | os.PathLike[str] | None) -> Subsets:
     """(x, y, dataset indices) of the white-box images and of the black-box images drawn from them."""
     xw, yw, iw = load_dataset(protocol.dataset, protocol.n_white_box, data_dir, None)
     pos = torch.from_numpy(select_indices(len(yw), protocol.n_black_box, seed=protocol.subset_seed))
     return {WHITE_BOX: (xw, yw, iw), BLACK_BOX: (xw[pos], yw[pos], iw[pos])}
+
+
+@dataclass
+class ModelPlan:
+    """Every evaluation of one model under a protocol, planned once (:func:`plan_model`): one per attack family on
+    its subset, one per eps of the sweep. A backend computes them all; :func:`execute_model` reads them back."""
+
+    model: nn.Module
+    model_name: str
+    protocol: Protocol
+    subsets: Subsets
+    families: dict[str, EvalPlan]
+    sweep: list[EvalPlan]
+    checkpoint_sha256: str | None = None
+
+    @property
+    def plans(self) -> list[EvalPlan]:
+        return [*self.families.values(), *self.sweep]
+
+
+def plan_model(
+    model: nn.Module,
+    model_name: str,
+    protocol: Protocol,
+    store: ResultStore,
+    subsets: Subsets,
+    *,
+    device: str | torch.device | None = None,
+    sweep: bool = True,
+    data_dir: str | os.PathLike[str] | None = None,
+    pool: bool = True,
+    checkpoint_sha256: str | None = None,
+) -> ModelPlan:
+    """Plan every evaluation of ``model`` under ``protocol`` (inputs and model checked once, store keys fixed)."""
+    threat = get_threat_model(protocol.threat_model, protocol.eps)
+    families = {}
+    for family in FAMILIES:
+        specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
+        if specs:
+            x, y, idx = subsets[family]
+            families[family] = plan_evaluation(
+                model, x, y, idx, attacks=[get_attack(s.name, **s.kwargs) for s in specs], threat=threat,
+                dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
+                device=device, store=store, pool=pool,
+            )
+    sweep_plans: list[EvalPlan] = []
+    if sweep and protocol.sweep_eps:
+        x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
+        sweep_plans = plan_sweep(
+            model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
+            [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
+            batch_size=protocol.batch_size, device=device,
+        )
+    return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, checkpoint_sha256)
+
+
+def execute_model(
+    plan: ModelPlan, *, console: Console | None = None, progress: bool = True, backend: Backend | None = None,
+    sweep: bool = True,
+) -> ModelEvaluation:
+    """Carry out ``plan`` (its batches computed by ``backend`` first when given), then score it: per-family and
+    overall RS, worst cases, the gradient-free check across families, eps* and the sweep."""
+    t0 = time.perf_counter()
+    protocol = plan.protocol
+    if backend is not None:
+        with make_progress(console, progress) as bar:
+            backend.run(plan.plans, bar)
+    flags: dict[str, str] = {}
+    runs: dict[str, Evaluation] = {}
+    for family, family_plan in plan.families.items():
+        # the model checks run once, on the white-box family; the cross-family check is in _scores
+        runs[family] = execute(family_plan, progress=progress, console=console, checks=family == WHITE_BOX)
+        flags.update(runs[family].flags)
+    attacks, reports = _attack_outcomes(runs)
+    rs, rs_mean, worst = _scores(plan, runs, reports, attacks, flags)
+    eps_star = None
+    if sweep and protocol.eps_star_attacks and BLACK_BOX in plan.subsets and plan.families:
+        x, y, idx = plan.subsets[BLACK_BOX]
+        ctx = next(iter(plan.families.values())).ctx
+        eps_star = minimal_perturbation(
+            plan.model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
+            eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds, store=ctx.store,
+            dataset=protocol.dataset, model_name=plan.model_name, seed=protocol.seed, batch_size=protocol.batch_size,
+            device=ctx.device, progress=progress, console=console, backend=backend,
+        )
+    per_image = {f: PairedOutcomes(r.clean.clean_correct, {n: o.adv_correct for n, o in r.outcomes.items()})
+                 for f, r in runs.items()}
+    sweep_rows: list[SweepRow] = []
+    if plan.sweep:
+        sweep_rows, per_image[f"sweep {protocol.sweep_attack}"] = execute_sweep(plan.sweep, console=console,
+                                                                                progress=progress)
+    return ModelEvaluation(
+        model_name=plan.model_name,
+        protocol=protocol,
+        clean_acc={f: r.acc for f, r in reports.items()},
+        clean_interval={f: r.acc_interval for f, r in reports.items()},
+        attacks=attacks,
+        rs=rs,
+        rs_mean=rs_mean,
+        worst_case=worst,
+        flags=flags,
+        indices_hash={f: hash_indices(plan.subsets[f][2]) for f in runs},
+        n_examples={f: len(plan.subsets[f][2]) for f in runs},
+        sweep=sweep_rows,
+        seconds=time.perf_counter() - t0,
+        min_perturbation=eps_star,
+        checkpoint_sha256=plan.checkpoint_sha256,
+        per_image=per_image,
+    )
+
+
+def _attack_outcomes(runs: dict[str, Evaluation]) -> tuple[list[AttackOutcome], dict[str, RobustnessReport]]:
+    """Each family's report, and every attack's row (family, ACC*, ACC_norm, interval, queries, seconds)."""
+    attacks: list[AttackOutcome] = []
+    reports: dict[str, RobustnessReport] = {}
+    for family, run in runs.items():
+        reports[family] = report = compute_report(run.clean.clean_correct,
+                                                  {n: o.adv_correct for n, o in run.outcomes.items()})
+        attacks += [
+            AttackOutcome(m.attack, family, m.acc_star, m.acc_norm, m.interval, m.n,
+                          query_summary(run.outcomes[m.attack])["median_queries"], run.seconds.get(m.attack, 0.0))
+            for m in report.attacks
+        ]
+    return attacks, reports
+
+
+def _scores(
+    plan: ModelPlan, runs: dict[str, Evaluation], reports: dict[str, RobustnessReport], attacks: list[AttackOutcome],
+    flags: dict[str, str],
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """RS, RS_mean and worst case per family and over all attacks; adds the gradient-free flag to ``flags``."""
+    rs = {f: r.rs for f, r in reports.items()}
+    rs_mean = {f: r.rs_mean for f, r in reports.items()}
+    worst = {f: r.worst_case_acc for f, r in reports.items()}
+    norms = [a.acc_norm for a in attacks]
+    rs[ALL] = float(sum(rs.values()))
+    rs_mean[ALL] = robustness_score_mean(norms) if norms else 0.0
+    if WHITE_BOX in runs and BLACK_BOX in runs:
+        worst[ALL], acc_black = _worst_case_on_black_box(runs, plan.subsets)
+        # against the attacks that follow gradients only: AutoAttack holds Square, so it beats a masked model too
+        gradient_only = [a.name for a in plan.families[WHITE_BOX].attacks if a.gradient_only]
+        free = gradient_free_beats_gradient(acc_black, [a.name for a in attacks if a.family == BLACK_BOX],
+                                            gradient_only)
+        if free is not None:
+            flags[free.name] = free.message
+    return rs, rs_mean, worst
 
 
 def run_model(
@@ -110,168 +258,96 @@ def run_model(
     model_name: str,
     protocol: Protocol,
     store: ResultStore,
-    subsets: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    subsets: Subsets,
     *,
     device: str | torch.device | None = None,
     console: Console | None = None,
     progress: bool = True,
     sweep: bool = True,
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     backend: Backend | None = None,
     pool: bool = True,
     checkpoint_sha256: str | None = None,
 ) -> ModelEvaluation:
     """Evaluate one model under every attack of ``protocol`` (resumable through ``store``; ``backend`` computes
-    the store batches elsewhere, e.g. on a Ray cluster, with the same rows).
+    the store batches elsewhere, e.g. on a Ray cluster, with the same rows): :func:`plan_model`, then
+    :func:`execute_model`.
 
     ``pool=False`` runs the black-box store batches one after the other instead of side by side (``pool`` of
     :func:`~arbibench.evaluation.runner.evaluate`); the stored rows are the same either way."""
-    t0 = time.perf_counter()
-    threat = get_threat_model(protocol.threat_model, protocol.eps)
-    outcomes: dict[str, dict] = {}
-    flags: dict[str, str] = {}
-    attacks: list[AttackOutcome] = []
-    clean_acc, clean_interval, reports = {}, {}, {}
-    per_image: dict[str, PairedOutcomes] = {}
-    for family in FAMILIES:
-        specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
-        if not specs:
-            continue
-        x, y, idx = subsets[family]
-        objs = [get_attack(s.name, **s.kwargs) for s in specs]
-        clean, outs, secs, fam_flags = evaluate(
-            model,
-            x,
-            y,
-            idx,
-            attacks=objs,
-            threat=threat,
-            dataset=protocol.dataset,
-            model_name=model_name,
-            seed=protocol.seed,
-            batch_size=protocol.batch_size,
-            device=device,
-            store=store,
-            progress=progress,
-            console=console,
-            checks=family == WHITE_BOX,  # the model checks once; the cross-family check is below
-            backend=backend,
-            pool=pool,
-        )
-        flags.update(fam_flags)
-        outcomes[family] = {"clean": clean, **outs}
-        per_image[family] = PairedOutcomes(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
-        report = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
-        reports[family] = report
-        clean_acc[family] = report.acc
-        clean_interval[family] = report.acc_interval
-        for m in report.attacks:
-            attacks.append(
-                AttackOutcome(
-                    m.attack,
-                    family,
-                    m.acc_star,
-                    m.acc_norm,
-                    m.interval,
-                    m.n,
-                    query_summary(outs[m.attack])["median_queries"],
-                    secs.get(m.attack, 0.0),
-                )
-            )
-    rs = {f: reports[f].rs for f in reports}
-    rs_mean = {f: reports[f].rs_mean for f in reports}
-    worst = {f: reports[f].worst_case_acc for f in reports}
-    norms = [a.acc_norm for a in attacks]
-    rs[ALL] = float(sum(rs.values()))
-    rs_mean[ALL] = robustness_score_mean(norms) if norms else 0.0
-    if WHITE_BOX in outcomes and BLACK_BOX in outcomes:
-        worst[ALL], acc_black = _worst_case_on_black_box(outcomes, subsets)
-        # against the attacks that follow gradients only: AutoAttack holds Square, so it beats a masked model too
-        gradient_only = [o.name for o in (get_attack(s.name, **s.kwargs) for s in protocol.white_box)
-                         if o.gradient_only]
-        free = gradient_free_beats_gradient(acc_black, [a.name for a in attacks if a.family == BLACK_BOX],
-                                            gradient_only)
-        if free is not None:
-            flags[free.name] = free.message
-    eps_star = None
-    if sweep and protocol.eps_star_attacks and BLACK_BOX in subsets:
-        x, y, idx = subsets[BLACK_BOX]
-        eps_star = minimal_perturbation(
-            model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
-            eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds, store=store,
-            dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
-            device=device, progress=progress, console=console, backend=backend,
-        )
-    sweep_rows: list[SweepRow] = []
-    if sweep and protocol.sweep_eps:
-        sweep_rows, per_image[f"sweep {protocol.sweep_attack}"] = run_sweep(
-            model, model_name, protocol, store, device=device, console=console, progress=progress, data_dir=data_dir,
-            backend=backend,
-        )
-    return ModelEvaluation(
-        model_name=model_name,
-        protocol=protocol,
-        clean_acc=clean_acc,
-        clean_interval=clean_interval,
-        attacks=attacks,
-        rs=rs,
-        rs_mean=rs_mean,
-        worst_case=worst,
-        flags=flags,
-        indices_hash={f: hash_indices(subsets[f][2]) for f in outcomes},
-        n_examples={f: len(subsets[f][2]) for f in outcomes},
-        sweep=sweep_rows,
-        seconds=time.perf_counter() - t0,
-        min_perturbation=eps_star,
-        checkpoint_sha256=checkpoint_sha256,
-        per_image=per_image,
-    )
+    plan = plan_model(model, model_name, protocol, store, subsets, device=device, sweep=sweep, data_dir=data_dir,
+                      pool=pool, checkpoint_sha256=checkpoint_sha256)
+    return execute_model(plan, console=console, progress=progress, backend=backend, sweep=sweep)
 
 
-def _worst_case_on_black_box(outcomes: dict[str, dict], subsets: dict) -> tuple[float, dict[str, float]]:
+def _worst_case_on_black_box(runs: dict[str, Evaluation], subsets: Subsets) -> tuple[float, dict[str, float]]:
     """Worst case over all attacks on the black-box images, and every attack's ACC* on those images."""
     white_idx = subsets[WHITE_BOX][2].numpy()
     black_idx = subsets[BLACK_BOX][2].numpy()
     pos = np.searchsorted(white_idx, black_idx)
     if not np.array_equal(white_idx[pos], black_idx):
         raise RuntimeError("the black-box images are not a subset of the white-box images")
-    robust = outcomes[BLACK_BOX]["clean"].clean_correct.copy()
+    robust = runs[BLACK_BOX].clean.clean_correct.copy()
     acc: dict[str, float] = {}
     for family in FAMILIES:
-        for name, out in outcomes[family].items():
-            if name == "clean":
-                continue
+        for name, out in runs[family].outcomes.items():
             adv = out.adv_correct[pos] if family == WHITE_BOX else out.adv_correct
             acc[name] = float(adv.mean())
             robust &= adv
     return float(robust.mean()), acc
 
 
-def run_sweep(
+def sweep_eps(*args: Any, **kwargs: Any) -> list[SweepRow]:
+    """One row per eps: ACC* and ACC_norm of ``attack`` (each eps its own stored evaluation); the arguments of
+    :func:`sweep_outcomes`."""
+    return sweep_outcomes(*args, **kwargs)[0]
+
+
+def plan_sweep(
     model: nn.Module,
     model_name: str,
-    protocol: Protocol,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor,
+    attack: str,
+    threat_model: str,
+    eps_values: Sequence[float],
     store: ResultStore,
     *,
+    dataset: str = "cifar10",
+    seed: int = 0,
+    batch_size: int = 200,
     device: str | torch.device | None = None,
-    console: Console | None = None,
-    progress: bool = True,
-    data_dir: str | os.PathLike | None = None,
+) -> list[EvalPlan]:
+    """One planned evaluation of ``attack`` per eps, on the same images."""
+    return [
+        plan_evaluation(model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps),
+                        dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device,
+                        store=store)
+        for eps in eps_values
+    ]
+
+
+def execute_sweep(
+    plans: Sequence[EvalPlan], *, console: Console | None = None, progress: bool = True,
     backend: Backend | None = None,
 ) -> tuple[list[SweepRow], PairedOutcomes]:
-    """Robust accuracy of ``protocol.sweep_attack`` at each eps of the sweep, on the first ``n_sweep`` images: the
-    rows of :func:`sweep_eps` and the per-image outcomes (one column per eps)."""
-    x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
-    return sweep_outcomes(
-        model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
-        [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
-        batch_size=protocol.batch_size, device=device, console=console, progress=progress, backend=backend,
-    )
-
-
-def sweep_eps(*args, **kwargs) -> list[SweepRow]:  # noqa: ANN002, ANN003 - the arguments of sweep_outcomes
-    """One row per eps: ACC* and ACC_norm of ``attack`` (each eps its own stored evaluation)."""
-    return sweep_outcomes(*args, **kwargs)[0]
+    """The rows of a planned sweep (ACC* and ACC_norm per eps) and the per-image outcomes, one column per eps
+    (named by its text, e.g. "8/255"); ``backend`` computes all the eps' batches together first."""
+    if backend is not None:
+        with make_progress(console, progress) as bar:
+            backend.run(plans, bar)
+    rows: list[SweepRow] = []
+    clean_correct, columns = np.zeros(0, bool), {}
+    for plan in plans:
+        clean, outs, _, _ = execute(plan, progress=progress, console=console, checks=False)
+        m = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()}).attacks[0]
+        eps = plan.ctx.threat.eps
+        clean_correct = clean.clean_correct
+        columns[format_eps(eps)] = outs[m.attack].adv_correct
+        rows.append(SweepRow(attack=m.attack, eps=float(eps), eps_text=format_eps(eps), acc_star=m.acc_star,
+                             acc_norm=m.acc_norm, interval=list(m.interval), n_examples=m.n))
+    return rows, PairedOutcomes(clean_correct, columns)
 
 
 def sweep_outcomes(
@@ -294,22 +370,10 @@ def sweep_outcomes(
     backend: Backend | None = None,
 ) -> tuple[list[SweepRow], PairedOutcomes]:
     """One row per eps (ACC* and ACC_norm of ``attack``, each eps its own stored evaluation) and the per-image
-    outcomes, one column per eps (named by its text, e.g. "8/255")."""
-    rows: list[SweepRow] = []
-    clean_correct, columns = None, {}
-    for eps in eps_values:
-        clean, outs, _, _ = evaluate(
-            model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps), dataset=dataset,
-            model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
-            progress=progress, console=console, checks=False, backend=backend,
-        )
-        report = compute_report(clean.clean_correct, {n: o.adv_correct for n, o in outs.items()})
-        m = report.attacks[0]
-        clean_correct = clean.clean_correct
-        columns[format_eps(eps)] = outs[m.attack].adv_correct
-        rows.append(SweepRow(attack=m.attack, eps=float(eps), eps_text=format_eps(eps), acc_star=m.acc_star,
-                             acc_norm=m.acc_norm, interval=list(m.interval), n_examples=m.n))
-    return rows, PairedOutcomes(np.zeros(0, bool) if clean_correct is None else clean_correct, columns)
+    outcomes, one column per eps: :func:`plan_sweep`, then :func:`execute_sweep`."""
+    plans = plan_sweep(model, model_name, x, y, indices, attack, threat_model, eps_values, store, dataset=dataset,
+                       seed=seed, batch_size=batch_size, device=device)
+    return execute_sweep(plans, console=console, progress=progress, backend=backend)
 
 
 def run_protocol(
@@ -317,8 +381,8 @@ def run_protocol(
     models: Sequence[str],
     store: ResultStore,
     *,
-    data_dir: str | os.PathLike | None = None,
-    model_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
     device: str | torch.device | None = None,
     console: Console | None = None,
     progress: bool = True,
@@ -328,73 +392,43 @@ def run_protocol(
 ) -> list[ModelEvaluation]:
     """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands.
 
-    With a ``backend`` (a Ray cluster), the store batches of every model, family and sweep eps are computed there
-    first, all together and longest first; the per-model pass then reads them back (and runs the model checks and
-    the eps* search, whose rounds depend on each other, through the backend too)."""
+    Each model's evaluations are planned once (:func:`plan_model`). With a ``backend`` (a Ray cluster), every
+    model is planned first and the store batches of all of them are computed there together, longest first; each
+    model is then executed (read back from the store; the eps* search, whose rounds depend on each other, goes
+    through the backend too). Without one, each model is planned and executed in turn."""
     device = resolve_device(device)
     if not models:
         raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
     for name in models:  # fail on a bad name before hours of work, not after
         get_entry(name, protocol.dataset, model_dir)
     subsets = protocol_subsets(protocol, data_dir)
+
+    def plan(name: str) -> ModelPlan:
+        return plan_model(load_model(name, model_dir, protocol.dataset, device=device), name, protocol, store,
+                          subsets, device=device, sweep=sweep, data_dir=data_dir,
+                          checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir))
+
+    planned: dict[str, ModelPlan] = {}
     if backend is not None:
-        plans = []
-        for name in models:
-            model = load_model(name, model_dir, protocol.dataset, device=device)
-            plans += protocol_plans(model, name, protocol, store, subsets, device=device, sweep=sweep,
-                                    data_dir=data_dir)
+        planned = {name: plan(name) for name in models}
         with make_progress(console, progress) as bar:
-            backend.run(plans, bar)
+            backend.run([p for mp in planned.values() for p in mp.plans], bar)
     results = []
     for name in models:
-        model = load_model(name, model_dir, protocol.dataset, device=device)
-        result = run_model(
-            model, name, protocol, store, subsets, device=device, console=console, progress=progress, sweep=sweep,
-            data_dir=data_dir, backend=backend, checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir),
-        )
+        model_plan = planned.pop(name, None) or plan(name)
+        result = execute_model(model_plan, console=console, progress=progress, backend=backend, sweep=sweep)
         results.append(result)
         if on_model_done is not None:
-            on_model_done(result, model)
+            on_model_done(result, model_plan.model)
     return results
-
-
-def protocol_plans(
-    model: nn.Module,
-    model_name: str,
-    protocol: Protocol,
-    store: ResultStore,
-    subsets: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-    *,
-    device: str | torch.device | None = None,
-    sweep: bool = True,
-    data_dir: str | os.PathLike | None = None,
-) -> list[EvalPlan]:
-    """The evaluations :func:`run_model` runs for one model (each family, each sweep eps; not the eps* rounds,
-    which depend on each other), as plans for a backend: the same specs, so the same store keys."""
-    threat = get_threat_model(protocol.threat_model, protocol.eps)
-    common = {"dataset": protocol.dataset, "model_name": model_name, "seed": protocol.seed,
-              "batch_size": protocol.batch_size, "device": device, "store": store}
-    plans = []
-    for family in FAMILIES:
-        specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
-        if specs:
-            x, y, idx = subsets[family]
-            plans.append(prepare_evaluation(model, x, y, idx, attacks=[get_attack(s.name, **s.kwargs) for s in specs],
-                                            threat=threat, **common)[0])
-    if sweep and protocol.sweep_eps:
-        x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
-        for eps in protocol.sweep_eps:
-            plans.append(prepare_evaluation(
-                model, x, y, idx, attacks=[protocol.sweep_attack],
-                threat=get_threat_model(protocol.threat_model, parse_eps(eps)), **common)[0])
-    return plans
 
 
 def protocol_findings(results: Sequence[ModelEvaluation], *, seed: int = 0) -> list[TwinComparison]:
     """Each BNN of ``results`` against its FP twin (when the twin is in ``results`` too): per attack family at the
     protocol eps and over the eps sweep, with paired 95% intervals and a verdict (:mod:`arbibench.evaluation.findings`).
     """
-    twins = {r.model_name: fp_twin_name(ZOO[r.model_name]) for r in results if r.model_name in ZOO}
+    twins = {r.model_name: twin for r in results
+             if r.model_name in ZOO and (twin := fp_twin_name(ZOO[r.model_name])) is not None}
     return twin_findings({r.model_name: _without_self_transfer(r) for r in results}, twins, seed=seed)
 
 

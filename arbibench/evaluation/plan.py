@@ -1,0 +1,135 @@
+"""What one evaluation computes, decided once: the plan that both executors (the local runner and a backend such
+as Ray) carry out, and the one way a computed batch is committed to the store.
+
+:func:`plan_evaluation` checks the inputs and the model (eval mode, logits, two forward passes agree) and fixes what
+the store keys follow from: the model's weights hash, the samples, the threat model, the seed, the batch size and
+each attack's configuration. An :class:`EvalPlan` is then executed by :func:`arbibench.evaluation.runner.execute`,
+and may first be handed to a :class:`~arbibench.evaluation.backends.Backend` that computes its batches elsewhere:
+the same plan, so the same store rows. This module sits below both executors and imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from arbibench.attacks import Attack, ThreatModel
+from arbibench.evaluation.batch import BatchOutcome
+from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
+from arbibench.evaluation.store import ResultStore, hash_indices, hash_model
+from arbibench.evaluation.surrogates import attack_for_target
+
+#: The store's attack name of the clean pass.
+CLEAN = "clean"
+
+
+@dataclass
+class EvaluationContext:
+    """What every attack of one evaluation shares: model, samples, threat model and bookkeeping."""
+
+    model: nn.Module
+    model_name: str
+    model_hash: str
+    x: torch.Tensor
+    y: torch.Tensor
+    indices: torch.Tensor
+    threat: ThreatModel
+    dataset: str
+    seed: int
+    batch_size: int
+    device: torch.device
+    store: ResultStore
+    pool: bool = True  # black-box attacks run several store batches per forward batch (same results)
+    discrepancies: int = 0  # fused-path answers the reference model contradicted (they cost queries only)
+    notes: set[str] = field(default_factory=set)  # why a model's queries went to the reference model
+
+    def spec(self, attack: Attack | None) -> dict[str, Any]:
+        """The store spec of ``attack`` (None: the clean pass): what its store key is a hash of."""
+        base = {
+            "dataset": self.dataset,
+            "indices_hash": hash_indices(self.indices),
+            "n_examples": len(self.indices),
+            "batch_size": self.batch_size,
+        }
+        if attack is None:
+            return {**base, "attack": CLEAN}
+        return {
+            **base,
+            "attack": attack.config_dict(),
+            "threat_model": self.threat.norm,
+            "eps": self.threat.eps,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """One evaluation, planned: its context (model, samples, threat, seed, store), its attacks, and the flags the
+    model checks raised while planning."""
+
+    ctx: EvaluationContext
+    attacks: tuple[Attack, ...]
+    flags: dict[str, str] = field(default_factory=dict)
+
+
+def plan_evaluation(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    *,
+    attacks: Sequence[str | Attack] | str | Attack,
+    threat: ThreatModel,
+    dataset: str = "custom",
+    model_name: str = "model",
+    seed: int = 0,
+    batch_size: int = 200,
+    device: str | torch.device | None = None,
+    store: ResultStore,
+    pool: bool = True,
+) -> EvalPlan:
+    """Check the inputs and the model and plan the evaluation (the store keys follow from the plan)."""
+    check_images(x, y)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
+    if indices.shape != y.shape:
+        raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
+    dev = resolve_device(device)
+    if isinstance(attacks, str | Attack):
+        attacks = [attacks]
+    if not attacks:
+        raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
+                         "for clean accuracy alone use clean_accuracy()")
+    attack_objs = tuple(attack_for_target(a, model_name) for a in attacks)
+    names = [a.name for a in attack_objs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")
+    model = model.to(dev).eval()
+    num_classes, flags = check_model(model, x[: min(8, len(x))].to(dev))
+    check_labels(y, num_classes)
+    ctx = EvaluationContext(model, model_name, hash_model(model), x.cpu(), y.cpu().long(), indices, threat, dataset,
+                            seed, batch_size, dev, store, pool)
+    return EvalPlan(ctx, attack_objs, flags)
+
+
+def commit_outcome(ctx: EvaluationContext, key: str, outcome: BatchOutcome, seconds: float) -> bool:
+    """Commit one computed batch in one transaction (False: it was already there) and keep its oracle notes."""
+    start = outcome.batch_index * ctx.batch_size
+    ctx.discrepancies += outcome.discrepancies
+    if outcome.inference_note:
+        ctx.notes.add(outcome.inference_note)
+    return ctx.store.commit_batch(
+        key,
+        outcome.batch_index,
+        ctx.indices[start : start + ctx.batch_size].tolist(),
+        outcome.clean_correct,
+        outcome.adv_correct,
+        outcome.perturbation,
+        outcome.queries,
+        seconds=seconds,
+    )
