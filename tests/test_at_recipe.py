@@ -15,8 +15,9 @@ import arbibench.models.zoo as zoo_module
 import arbibench.train.checkpoints as checkpoints_module
 import arbibench.train.loop as loop_module
 from arbibench.data.cifar10 import load_cifar10
-from arbibench.models.zoo import ZOO, ChecksumError, export_checkpoint, fp_twin_name, load_model
+from arbibench.models.zoo import ZOO, ChecksumError, fp_twin_name, load_model
 from arbibench.train import at_recipe, default_recipe, fgsm_random_start, train
+from arbibench.train.export import export_checkpoint
 
 
 def test_fgsm_random_start_stays_in_the_ball_and_raises_the_loss(data_dir):

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from arbibench.data.cifar10 import load_cifar10
 from arbibench.models.architectures import build_model
-from arbibench.models.zoo import ZOO, export_checkpoint, verified_checkpoint
+from arbibench.models.zoo import ZOO, verified_checkpoint
 from arbibench.nn import BinaryConv2d, LearnedScaleSign
 from arbibench.train import (
     augment,
@@ -26,6 +26,7 @@ from arbibench.train import (
     stage_method,
     train,
 )
+from arbibench.train.export import export_checkpoint
 
 
 def _tiny(method: str, **changes):

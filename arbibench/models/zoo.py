@@ -19,8 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,11 +26,10 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from arbibench.files import atomic_write, atomic_write_json
 from arbibench.files import sha256_file as sha256_file  # re-exported: callers import it from the zoo
 from arbibench.models.architectures import build_model
-from arbibench.models.methods import METHODS, get_method
-from arbibench.nn.layers import count_binary_layers
+from arbibench.models.methods import METHODS
+from arbibench.models.pins import read_pins
 
 CHECKPOINT_DIR = Path(__file__).parent / "checkpoints"
 
@@ -61,24 +58,16 @@ class ZooEntry:
         return self.sha256 is not None and self.source is None
 
 
-# sha256 of every shipped CIFAR-10 ResNet-20 checkpoint, by method. A retrained file gets its new hash here (the
-# model card written by `arbibench train --export` holds it).
+# sha256 of every shipped CIFAR-10 ResNet-20 checkpoint, by method, from checkpoints/SHA256SUMS (a retrained file is
+# pinned there by `arbibench zoo pin`; the model card written by `arbibench train --export` holds the same hash).
+_PINS = read_pins()
 RESNET20_CIFAR10_SHA256: dict[str, str] = {
-    "fp": "3e01db63dcb13a90a127f6720bf73d46b3fdb78de2b59ea5f35fa03bb0e43dea",
-    "bnn": "a216e971e8ae7167d2bc37bb2534742cc5e8ecfa8f556841d5f4488b5908ead3",
-    "irnet": "0b641aea7caa40ae6da7a80a6d04138ceb87ffb4766649eff7c11a4cefd5b26b",
-    "reactnet": "377debbea9e4f702b337c1a4024550e5073d29cd8d65de96aa8896729ea22fb8",
-    "bireal": "638128e46775670e0c6962b31c316279e7f527d545179c03ea09e2dea46f5839",
-    "dorefa": "bfc3a61698f755c281ed0e4de75c9567b10775b90cea956b90db3fc3279de398",
-    "xnor": "481e3e53ec6fc6c0a20e016a87ea0c1b271d987c762c83327f73acf2fd2c3569",
-    "xnorpp": "9915b6b494538f5fa26037cc11de04fb7feee473e3f2af6f1de4c3b2a0e9e446",
+    name.removeprefix("resnet20_"): sha for name, sha in _PINS.items() if not name.endswith("_at")
 }
 
 # Adversarially trained at Linf 8/255 (`arbibench train --recipe at`), named <arch>_<method>_at.
 RESNET20_CIFAR10_AT_SHA256: dict[str, str] = {
-    "fp": "4877963bcad9594b98b349490b1d702d69a4ccb9e9e582c1f60ad0faa090ab00",
-    "bireal": "f822ccc4566cb60a844aa56d5fc6b86596001ce6efc926f86cd413e4da780ff2",
-    "reactnet": "fb55afe238992eaa9c6ead9d817dc10f84d04f2849a32759550aba0e619c4688",
+    name.removeprefix("resnet20_").removesuffix("_at"): sha for name, sha in _PINS.items() if name.endswith("_at")
 }
 
 ZOO: dict[str, ZooEntry] = {
@@ -310,67 +299,3 @@ def zoo_rows(model_dir: str | os.PathLike | None = None, dataset: str | None = N
             }
         )
     return rows
-
-
-def _previous_versions(card_path: Path, new_sha256: str) -> list[dict]:
-    """The versions a re-export replaces (oldest first): sha256, clean accuracy and recipe of each earlier card."""
-    if not card_path.is_file():
-        return []
-    old = json.loads(card_path.read_text())
-    versions = list(old.get("previous_versions", []))
-    if old.get("sha256") != new_sha256:
-        versions.append(
-            {k: old.get(k) for k in ("sha256", "clean_acc", "clean_acc_n_examples", "recipe", "train_time_s")}
-        )
-    return versions
-
-
-def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.PathLike | None = None) -> Path:
-    """Copy a finished run's weights into the zoo folder and write its model card; returns the card path."""
-    run_dir, zoo = Path(run_dir), Path(zoo_dir or CHECKPOINT_DIR)
-    summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"{run_dir} has no summary.json: the run has not finished")
-    summary = json.loads(summary_path.read_text())
-    recipe = summary["recipe"]
-    zoo.mkdir(parents=True, exist_ok=True)
-    weights = zoo / f"{name}.safetensors"
-    with open(run_dir / "model.safetensors", "rb") as source:
-        atomic_write(lambda f: shutil.copyfileobj(source, f), weights)
-    model = build_model(recipe["arch"], recipe["method"])
-    method = get_method(recipe["method"])
-    card = {
-        "name": name,
-        "dataset": "cifar10",
-        "architecture": recipe["arch"],
-        "method": recipe["method"],
-        "paper": method.paper,
-        "bits_weights": method.bits_weights,
-        "bits_activations": method.bits_activations,
-        "binary_layers": count_binary_layers(model),
-        "params": sum(p.numel() for p in model.parameters()),
-        "checkpoint": weights.name,
-        "sha256": sha256_file(weights),
-        "clean_acc": summary["clean_acc"],
-        "clean_acc_n_examples": 10_000,
-        "clean_acc_first500": summary["clean_acc_first500"],
-        "recipe": recipe,
-        "train_time_s": summary["train_time_s"],
-        "trained_on": f"{platform.machine()} CPU, {summary['torch_threads']} threads, torch {torch.__version__}",
-        "history": summary["history"],
-    }
-    if "init_sha256" in summary:
-        card["init_sha256"] = summary["init_sha256"]  # the weights recipe.init_from named when the run started
-    if "clean_acc_before_bn_recalibration" in summary:
-        card["clean_acc_before_bn_recalibration"] = summary["clean_acc_before_bn_recalibration"]
-    if "recalibrated_from_sha256" in summary:  # ``arbibench recalibrate``: these weights with new statistics
-        card["recalibrated_from_sha256"] = summary["recalibrated_from_sha256"]
-    if recipe.get("adversarial"):
-        card["training"] = "adversarial"
-        card["threat_model"] = {"norm": "Linf", "eps": recipe["adv_eps"]}
-    if "robust_check" in summary:
-        card["robust_check"] = summary["robust_check"]
-    card_path = zoo / f"{name}.json"
-    card["previous_versions"] = _previous_versions(card_path, card["sha256"])
-    atomic_write_json(card, card_path)
-    return card_path

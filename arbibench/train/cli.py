@@ -9,8 +9,9 @@ import typer
 import arbibench.train as training
 from arbibench.data.download import DownloadError
 from arbibench.faults import fault_point
-from arbibench.models.zoo import export_checkpoint, load_card
+from arbibench.models.zoo import load_card
 from arbibench.terminal import USER_ERRORS, console, fail
+from arbibench.train.export import export_checkpoint
 
 TRAIN_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, DownloadError)
 
