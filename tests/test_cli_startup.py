@@ -85,6 +85,13 @@ def test_root_help_lists_every_command_without_torch() -> None:
     ["leaderboard", "--help"],
     ["leaderboard", "markdown", "--help"],
     ["queue", "--help"],
+    ["attacks", "--help"],
+    ["attacks", "list", "--help"],
+    ["corruptions", "--help"],
+    ["corruptions", "generate", "--help"],
+    ["protocol", "--help"],
+    ["protocol", "run", "--help"],
+    ["sweep", "--help"],
 ])
 def test_command_help_without_torch(args: list[str]) -> None:
     result = _cli(*args)
@@ -96,6 +103,8 @@ def test_command_help_without_torch(args: list[str]) -> None:
     (["eval", "--model", "resnet20_bnn", "--n-examples", "many"], "--n-examples"),
     (["evl"], "Did you mean 'eval'?"),
     (["eval", "--no-such-option"], "No such option"),
+    (["protocol", "run", "--quick", "--models"], "requires an argument"),
+    (["corruptions", "generate", "--seed", "x"], "--seed"),
 ])
 def test_argument_errors_without_torch(args: list[str], message: str) -> None:
     result = _cli(*args)

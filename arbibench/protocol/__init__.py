@@ -1,21 +1,47 @@
 """The ARBiBench protocol: presets (``presets``), running them over the zoo (``run``), the common-corruptions preset
-(``corruptions``), the report tables (``report``) and their commands (``cli``). The presets are re-exported here."""
+(``corruptions``), the report tables (``report``) and their commands (``cli``). The presets are re-exported here.
 
-from arbibench.protocol.presets import (
-    BLACK_BOX,
-    CORRUPTION_PROTOCOLS,
-    FAMILIES,
-    FULL_QUERIES,
-    PROTOCOLS,
-    QUICK,
-    QUICK_QUERIES,
-    WHITE_BOX,
-    AttackSpec,
-    CorruptionProtocol,
-    Protocol,
-    describe,
-    get_protocol,
-)
+The names load on first use (PEP 562 ``__getattr__``), so that ``arbibench protocol --help`` does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from arbibench.protocol.presets import (
+        BLACK_BOX,
+        CORRUPTION_PROTOCOLS,
+        FAMILIES,
+        FULL_QUERIES,
+        PROTOCOLS,
+        QUICK,
+        QUICK_QUERIES,
+        WHITE_BOX,
+        AttackSpec,
+        CorruptionProtocol,
+        Protocol,
+        describe,
+        get_protocol,
+    )
+
+# public name -> the module that defines it
+_LAZY: dict[str, str] = {
+    "BLACK_BOX": "arbibench.protocol.presets",
+    "CORRUPTION_PROTOCOLS": "arbibench.protocol.presets",
+    "FAMILIES": "arbibench.protocol.presets",
+    "FULL_QUERIES": "arbibench.protocol.presets",
+    "PROTOCOLS": "arbibench.protocol.presets",
+    "QUICK": "arbibench.protocol.presets",
+    "QUICK_QUERIES": "arbibench.protocol.presets",
+    "WHITE_BOX": "arbibench.protocol.presets",
+    "AttackSpec": "arbibench.protocol.presets",
+    "CorruptionProtocol": "arbibench.protocol.presets",
+    "Protocol": "arbibench.protocol.presets",
+    "describe": "arbibench.protocol.presets",
+    "get_protocol": "arbibench.protocol.presets",
+}
 
 __all__ = [
     "BLACK_BOX",
@@ -32,3 +58,18 @@ __all__ = [
     "describe",
     "get_protocol",
 ]
+
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    for module in dict.fromkeys(_LAZY.values()):  # every module, as the eager import did (attacks register on import)
+        importlib.import_module(module)
+    for public, module in _LAZY.items():
+        globals()[public] = getattr(importlib.import_module(module), public)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
