@@ -135,3 +135,24 @@ def test_unknown_command_is_one_error_from_the_table() -> None:
 
     result = CliRunner().invoke(app, ["leaderbord"])
     assert result.exit_code == 2 and "Did you mean 'leaderboard'?" in result.output
+
+
+def test_the_leaderboard_library_reads_cards_never_the_model_layers() -> None:
+    """Every import in arbibench/leaderboard (function-level and type-only ones included), but for its command
+    module: the card schema, the files module and the leaderboard itself, never models, evaluation, train, protocol
+    or torch. (Which checkpoints the zoo pins reaches the markdown as a plain mapping from the command.)"""
+    import ast
+
+    allowed = ("arbibench.cards", "arbibench.files", "arbibench.faults", "arbibench.version", "arbibench.leaderboard")
+    forbidden = []
+    for path in sorted((ROOT / "arbibench" / "leaderboard").glob("*.py")):
+        if path.name == "cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                if name == "torch" or name.startswith("torch.") or (
+                        name.startswith("arbibench") and not name.startswith(allowed)):
+                    forbidden.append(f"{path.name}: {name}")
+    assert forbidden == []
