@@ -77,3 +77,22 @@ def test_markdown_date_must_be_a_date(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["leaderboard", "markdown", "--out", str(tmp_path / "x.md"), "--date", "today"])
     assert result.exit_code == 2 and "YYYY-MM-DD" in result.output
     assert not (tmp_path / "x.md").exists()
+
+
+def test_markdown_copies_the_top_rows_into_a_readme(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    original = (ROOT / "README.md").read_text(encoding="utf-8")
+    stale = original.replace("| 1 |", "| 1 (stale) |")
+    assert stale != original
+    readme.write_text(stale, encoding="utf-8")
+    out = tmp_path / "LEADERBOARD.md"
+    date = _committed_date(COMMITTED.read_text(encoding="utf-8"))
+    result = CliRunner().invoke(app, ["leaderboard", "markdown", "--out", str(out), "--date", date,
+                                      "--model-info", str(ROOT / "model_info"), "--readme", str(readme)])
+    assert result.exit_code == 0, result.output
+    assert readme.read_text(encoding="utf-8") == original  # the committed README holds exactly these rows
+    readme.write_text("# no markers here\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["leaderboard", "markdown", "--out", str(tmp_path / "other.md"), "--date", date,
+                                      "--readme", str(readme)])
+    assert result.exit_code == 2 and "markers" in result.output
+    assert not (tmp_path / "other.md").exists()  # nothing written when the README cannot take the rows

@@ -14,7 +14,7 @@ import typer
 
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
-from arbibench.leaderboard.markdown import board_markdown, leaderboard_document
+from arbibench.leaderboard.markdown import board_markdown, leaderboard_document, with_top_rows
 from arbibench.leaderboard.ranking import build_boards
 from arbibench.models.markdown import shipped_cards, zoo_markdown
 from arbibench.models.pins import read_pins
@@ -90,6 +90,8 @@ def markdown(
     model_info: Path = typer.Option(Path("model_info"), help="Folder of model cards (<dataset>/<threat>/<name>.json)."),
     date: str | None = typer.Option(None, help="The date the provenance paragraph names, YYYY-MM-DD; default today "
                                     "(UTC)."),
+    readme: Path | None = typer.Option(None, help="Also copy the top rows of the ranking into this README, between its "
+                                       "'top rows of LEADERBOARD.md' markers."),
 ) -> None:
     """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the zoo table and one dated provenance
     paragraph (checkpoint sha256s, protocol size, where the models were trained), all from the cards."""
@@ -99,7 +101,11 @@ def markdown(
             raise ValueError(f"--date {day!r}: give the date as YYYY-MM-DD")
         boards = build_boards(load_cards(model_info))
         text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), read_pins(), day)
+        readme_text = None if readme is None else with_top_rows(readme.read_text(encoding="utf-8"), boards)
         atomic_write_text(text, out)
+        if readme is not None and readme_text is not None:
+            atomic_write_text(readme_text, readme)
     except USER_ERRORS as e:
         fail(e)
-    console.print(f"wrote {out}: {len(boards)} leaderboard(s) and the zoo table", highlight=False)
+    console.print(f"wrote {out}: {len(boards)} leaderboard(s) and the zoo table"
+                  + ("" if readme is None else f"; the top rows in {readme}"), highlight=False)

@@ -194,3 +194,21 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
         provenance_markdown(boards, checkpoint_cards, pins, date),
     ]
     return "\n\n".join(parts) + "\n"
+
+
+README_BEGIN = "<!-- top rows of LEADERBOARD.md -->"
+README_END = "<!-- end of top rows -->"
+
+
+def with_top_rows(readme: str, boards: list[Board], n: int = 3) -> str:
+    """``readme`` with the table between its two markers replaced by the header and first ``n`` rows of the first
+    leaderboard's ranking, exactly as LEADERBOARD.md holds them; a README without both markers is an error."""
+    if readme.count(README_BEGIN) != 1 or readme.count(README_END) != 1:
+        raise ValueError(f"README must hold the markers {README_BEGIN} and {README_END} once each, around the "
+                         "leaderboard excerpt")
+    if not boards:
+        raise ValueError("no leaderboard to take top rows from: the card folder holds no attack cards")
+    rows = summary_markdown(boards[0]).splitlines()[: 2 + n]
+    head, rest = readme.split(README_BEGIN)
+    tail = rest.split(README_END)[1]
+    return head + README_BEGIN + "\n" + "\n".join(rows) + "\n" + README_END + tail
