@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import torch
@@ -18,15 +19,28 @@ from arbibench.evaluation.cards import card_path, checkpoint_sha256, write_card
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.min_perturbation import minimal_perturbation
+from arbibench.evaluation.plan import attack_list, plan_evaluation
 from arbibench.evaluation.result import BenchmarkResult
-from arbibench.evaluation.runner import evaluate
+from arbibench.evaluation.runner import execute
 from arbibench.evaluation.store import ResultStore
-from arbibench.evaluation.surrogates import attack_for_target
 from arbibench.models.zoo import load_model
 
 
 def subset_description(n: int, seed: int | None) -> str:
     return f"first {n} test images" if seed is None else f"{n} test images drawn with seed {seed}"
+
+
+def _resolve_model(
+    model: nn.Module | str, model_name: str | None, dataset: str, model_dir: str | os.PathLike[str] | None,
+    device: torch.device,
+) -> tuple[nn.Module, str, str | None]:
+    """(the module, its name, the sha256 of the checkpoint it was loaded from: None for a module handed over)."""
+    if isinstance(model, str):
+        sha256 = checkpoint_sha256(model, dataset, model_dir)
+        return load_model(model, model_dir, dataset=dataset, device=device), model_name or model, sha256
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
+    return model, model_name or type(model).__name__, None
 
 
 def benchmark(
@@ -74,43 +88,17 @@ def benchmark(
     check_dataset(dataset)
     threat = get_threat_model(threat_model, eps)
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
-    if isinstance(attacks, str | Attack):
-        attacks = [attacks]
-    if not attacks:
-        raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
-                         "for clean accuracy alone use clean_accuracy()")
-    sha256 = None
-    if isinstance(model, str):
-        model_name = model_name or model
-        sha256 = checkpoint_sha256(model, dataset, model_dir)
-        model = load_model(model, model_dir, dataset=dataset, device=device)
-    elif not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module or a zoo model name, got {type(model).__name__}")
-    name = model_name or type(model).__name__
-    attack_objs = [attack_for_target(a, name) for a in attacks]
+    attacks = attack_list(attacks)  # before any work: an empty list creates no store
+    model, name, sha256 = _resolve_model(model, model_name, dataset, model_dir, device)
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
-    own_backend = isinstance(backend, str)
-    runner_backend = get_backend(backend, model_dir=model_dir) if isinstance(backend, str) else backend
-    own_store = not isinstance(store, ResultStore)
-    db = store if isinstance(store, ResultStore) else ResultStore(Path(store))
-    try:
-        clean, outcomes, seconds, flags = evaluate(
-            model,
-            x,
-            y,
-            indices,
-            attacks=attack_objs,
-            threat=threat,
-            dataset=dataset,
-            model_name=name,
-            seed=seed,
-            batch_size=batch_size,
-            device=device,
-            store=db,
-            progress=progress,
-            console=console,
-            backend=runner_backend,
-        )
+    with ExitStack() as owned:
+        db = store if isinstance(store, ResultStore) else owned.enter_context(ResultStore(Path(store)))
+        runner_backend = get_backend(backend, model_dir=model_dir) if isinstance(backend, str) else backend
+        if isinstance(backend, str) and runner_backend is not None:
+            owned.enter_context(runner_backend)  # a backend opened here is closed here
+        plan = plan_evaluation(model, x, y, indices, attacks=attacks, threat=threat, dataset=dataset, model_name=name,
+                               seed=seed, batch_size=batch_size, device=device, store=db)
+        run = execute(plan, progress=progress, console=console, backend=runner_backend)
         min_perturbation = None
         if eps_star:
             min_perturbation = minimal_perturbation(
@@ -119,12 +107,6 @@ def benchmark(
                 store=db, dataset=dataset, model_name=name, seed=seed, batch_size=batch_size, device=device,
                 progress=progress, console=console, backend=runner_backend,
             )
-    finally:
-        if own_store:
-            db.close()
-        if own_backend and runner_backend is not None:
-            runner_backend.close()
-    report = compute_report(clean.clean_correct, {name: o.adv_correct for name, o in outcomes.items()})
     result = BenchmarkResult(
         model_name=name,
         dataset=dataset,
@@ -132,18 +114,18 @@ def benchmark(
         eps=threat.eps,
         indices=indices.numpy(),
         subset=subset_description(len(indices), subset_seed),
-        report=report,
-        clean=clean,
-        outcomes=outcomes,
-        seconds=seconds,
-        flags=flags,
+        report=compute_report(run.clean.clean_correct, {n: o.adv_correct for n, o in run.outcomes.items()}),
+        clean=run.clean,
+        outcomes=run.outcomes,
+        seconds=run.seconds,
+        flags=run.flags,
         seed=seed,
-        attack_configs={a.name: a.config_dict() for a in attack_objs},
+        attack_configs={a.name: a.config_dict() for a in plan.attacks},
         min_perturbation=min_perturbation,
         checkpoint_sha256=sha256,
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
-            for a in attack_objs
+            for a in plan.attacks
             if isinstance(a, AutoAttack) and a.skipped_components
         ],
     )

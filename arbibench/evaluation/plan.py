@@ -76,6 +76,15 @@ class EvalPlan:
     flags: dict[str, str] = field(default_factory=dict)
 
 
+def attack_list(attacks: Sequence[str | Attack] | str | Attack) -> list[str | Attack]:
+    """``attacks`` as a list (one name or attack stands for itself); an empty list is refused before any work."""
+    listed: list[str | Attack] = [attacks] if isinstance(attacks, str | Attack) else list(attacks)
+    if not listed:
+        raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
+                         "for clean accuracy alone use clean_accuracy()")
+    return listed
+
+
 def plan_evaluation(
     model: nn.Module,
     x: torch.Tensor,
@@ -100,12 +109,7 @@ def plan_evaluation(
     if indices.shape != y.shape:
         raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
     dev = resolve_device(device)
-    if isinstance(attacks, str | Attack):
-        attacks = [attacks]
-    if not attacks:
-        raise ValueError("no attack to run: name at least one (e.g. attacks=('fgsm', 'pgd'), --attacks fgsm,pgd); "
-                         "for clean accuracy alone use clean_accuracy()")
-    attack_objs = tuple(attack_for_target(a, model_name) for a in attacks)
+    attack_objs = tuple(attack_for_target(a, model_name) for a in attack_list(attacks))
     names = [a.name for a in attack_objs]
     if len(set(names)) != len(names):
         raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")
