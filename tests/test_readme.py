@@ -61,3 +61,42 @@ def test_the_check_catches_a_wrong_option() -> None:
     command, rest = _resolve(["eval", "--no-such-flag"])
     known = {opt for param in command.params for opt in param.opts}
     assert "--no-such-flag" not in known and "--n-examples" in known
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_python_imports_exist_and_calls_take_their_keywords() -> None:
+    """Each name README's Python imports exists where it says, and each call of an imported function passes only
+    keywords that function takes (and no more positional arguments than it has)."""
+    import ast
+    import importlib
+    import inspect
+
+    blocks = _python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert blocks
+    checked = 0
+    for block in blocks:
+        tree = ast.parse(block)
+        functions: dict[str, Any] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    assert hasattr(module, alias.name), f"README imports {alias.name} from {node.module}"
+                    functions[alias.asname or alias.name] = getattr(module, alias.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+                target = functions[node.func.id]
+                if not callable(target) or inspect.isclass(target):
+                    continue
+                params = inspect.signature(target).parameters
+                takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
+                for kw in node.keywords:
+                    assert kw.arg is None or takes_kwargs or kw.arg in params, f"{node.func.id}(... {kw.arg}=...)"
+                positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                if not any(p.kind is p.VAR_POSITIONAL for p in params.values()):
+                    assert len(node.args) <= len(positional), f"{node.func.id}: too many positional arguments"
+                checked += 1
+    assert checked >= 8
