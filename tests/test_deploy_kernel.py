@@ -21,15 +21,29 @@ from hypothesis import strategies as st
 
 from arbibench.deploy import build
 from arbibench.deploy.backends import get_backend
+from arbibench.deploy.build import KernelUnavailableError
 from arbibench.deploy.emulator import emulate_conv
-from arbibench.deploy.kernel import kernel_available, kernel_conv
+from arbibench.deploy.kernel import kernel_available, kernel_conv, resolve_isa
 from arbibench.deploy.semantics import ALPHABETS, PM1, PM1_ZERO, ZERO_ONE, BinaryConvSpec, activation_values
 from arbibench.nn.quantizers import RSign, SignQuantizer
 from arbibench.nn.zero_sign import CentredSign, ZeroRSign, ZeroSign
 
 AVAILABLE, ISA = kernel_available()
 needs_kernel = pytest.mark.skipif(not AVAILABLE, reason=f"no C kernel on this machine: {ISA}")
-ISAS = ["scalar"] + (["avx2"] if ISA == "avx2" else [])
+
+
+def _isas() -> list[str]:
+    """Every popcount this CPU runs: scalar always, AVX2 and AVX-512 where present."""
+    found = []
+    for isa in ("scalar", "avx2", "avx512"):
+        try:
+            found.append(resolve_isa(isa))
+        except KernelUnavailableError:
+            pass
+    return found
+
+
+ISAS = _isas() if AVAILABLE else []
 
 
 def random_case(seed: int, c: int, o: int, k: int, stride: int, padding: int, n: int, alphabet: str, pad: int,

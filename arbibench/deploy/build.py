@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("kernel.c")
-ABI_VERSION = 1  # kernel.c's ABK_VERSION: a library answering another number is rebuilt
+ABI_VERSION = 3  # kernel.c's ABK_VERSION: a library answering another number is rebuilt
 # -ffp-contract=off: the epilogue's multiply and add must round separately (kernel.c, step 4). No -march=native:
 # the AVX2 code is chosen at run time, so the same library serves CPUs with and without it.
 FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-pthread")
@@ -132,7 +132,7 @@ def _load(path: Path) -> ctypes.CDLL:
     lib.abk_binary_conv2d.restype = i32
     lib.abk_binary_conv2d.argtypes = [
         ptr, i64, i64, i64, i64, i32,  # x, N, C, H, W, alphabet
-        ptr, ptr, ptr, i64, i64, i64,  # wval, wmask, wpop, O, KH, KW
+        ptr, ptr, i64, i64, i64,  # wval, wmask, O, KH, KW
         i64, i64, i64, i64, i32,  # sh, sw, ph, pw, pad_value
         ptr, ptr, ptr, i64, i64,  # mul, add, out, OH, OW
         i32, i32,  # threads, isa

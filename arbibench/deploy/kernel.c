@@ -5,22 +5,24 @@
  * after arbibench/deploy/build.py compiled it with the system C compiler. Semantics (arbibench/deploy/semantics.py):
  *
  *   1. pack:   each input pixel's C channels become bits, bit c of word c/64; value bit = (x >= 0).
- *              alphabet 0 ({-1,+1}):       value only.
+ *              alphabet 0 ({-1,+1}):       value only (the masked kernel, used for weights with zeros, sets every
+ *                                          mask bit).
  *              alphabet 1 ({-1,0,+1}):     value, and a mask bit (x != 0): torch.sign's 0 contributes nothing.
  *              alphabet 2 ({0,1}):         mask bit = value bit = (x >= 0): a 0 contributes nothing.
- *   2. patch:  the KH*KW taps of one output pixel are laid end to end, C bits each, in L = ceil(KH*KW*C/64) words
+ *   2. segments: for each input row and output column, the KW taps of that column laid end to end, C bits each
+ *              (bit kx*C + c), in SW = ceil(KW*C/64) words; a patch is the KH segments of its rows, L = KH*SW words
  *              (the weights of each output channel are packed the same way by Python).
- *   3. accumulate, an exact integer:
- *              dense   acc = K - 2 * popcount(patch XOR w),  K = C * (taps inside the image)
+ *   3. accumulate, an exact integer, 8 (AVX-512) / 4 (AVX2) / 1 (scalar) output pixels per vector:
+ *              dense   acc = K - 2 * popcount((patch XOR w) AND valid),  K = C * (taps inside the image)
  *              masked  acc = popcount(m) - 2 * popcount(m AND (patch XOR w)),  m = patch mask AND weight mask
- *              Zero padding is exact: a border tap contributes nothing (dense: its weight bits' popcount, precomputed
- *              per tap, is taken back out). pad_value +1 / -1 instead fills border taps with that value, as
- *              hardware without zero padding does.
+ *              Zero padding is exact: a border tap contributes nothing (a row above or below the image is skipped,
+ *              a column beside it is masked out by `valid`). pad_value +1 / -1 instead fills border taps with that
+ *              value, as hardware without zero padding does.
  *   4. epilogue: out = (float)acc * mul[o], rounded to float32, then + add[o], rounded to float32. Never an FMA:
  *              this file must be compiled with -ffp-contract=off (build.py does).
  *
- * Threads: pthreads over (image, output row) pairs. Popcount: AVX2 (nibble lookup, 4 output channels per vector)
- * chosen at run time where the CPU has it, else scalar (the popcnt instruction where the CPU has it).
+ * Threads: pthreads over (image, output row) pairs. Popcount, chosen at run time: AVX-512 (VPOPCNTQ, 8 output
+ * pixels per vector), AVX2 (nibble lookup, 4 per vector), or scalar (the popcnt instruction where the CPU has it).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,19 +36,23 @@
 #define ABK_X86 0
 #endif
 
-#define ABK_VERSION 1
+#define ABK_VERSION 3
 #define ABK_MAX_THREADS 256
+#define ABK_MAX_WORDS 256 /* KH * SW: words of one patch */
 
-enum { ISA_AUTO = 0, ISA_SCALAR = 1, ISA_AVX2 = 2 };
+enum { ISA_AUTO = 0, ISA_SCALAR = 1, ISA_AVX2 = 2, ISA_AVX512 = 3 };
 
 typedef struct {
     const float *x;
     int64_t N, C, H, W, nw; /* nw: words per packed pixel */
     int alphabet;
     uint64_t *val, *mask;   /* packed input, [N][H][W][nw]; mask NULL when dense */
-    const uint64_t *wval, *wmask; /* packed weights, [O/4][L][4] (4 output channels interleaved) */
-    const int32_t *wpop;    /* [O][KH*KW]: popcount of each tap's weight bits (dense zero padding) */
-    int64_t O, KH, KW, sh, sw, ph, pw, OH, OW, L;
+    uint64_t *seg, *segm;   /* segments, [N][H + 1][SW][OWp] (value, mask) */
+    uint64_t *valid;        /* [SW][OWp]: the segment bits of taps inside the image, per output column */
+    int32_t *kcol;          /* [OWp]: C * (taps of a segment inside the image), per output column */
+    uint64_t *ones;         /* the C channel bits of one pixel, set */
+    const uint64_t *wval, *wmask; /* packed weights, [O][KH * SW]; wmask NULL when dense */
+    int64_t O, KH, KW, sh, sw, ph, pw, OH, OW, OWp, SW;
     int pad_value, masked, isa;
     const float *mul, *add;
     float *out;
@@ -57,6 +63,7 @@ int abk_version(void) { return ABK_VERSION; }
 static int cpu_has(int which) {
 #if ABK_X86 && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
+    if (which == ISA_AVX512) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
     if (which == ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
     return __builtin_cpu_supports("popcnt");
 #else
@@ -65,37 +72,33 @@ static int cpu_has(int which) {
 #endif
 }
 
-/* The instruction set the convolution uses for a request (0 auto, 1 scalar, 2 avx2): 1 or 2, or -1 if refused. */
+/* The instruction set the convolution uses for a request (0 auto, 1 scalar, 2 avx2, 3 avx512), or -1 if refused. */
 int abk_resolve_isa(int request) {
     if (request == ISA_SCALAR) return ISA_SCALAR;
-    if (request == ISA_AVX2) return cpu_has(ISA_AVX2) ? ISA_AVX2 : -1;
+    if (request == ISA_AVX2 || request == ISA_AVX512) return cpu_has(request) ? request : -1;
+    if (cpu_has(ISA_AVX512)) return ISA_AVX512;
     return cpu_has(ISA_AVX2) ? ISA_AVX2 : ISA_SCALAR;
 }
 
 /* ---- 1. packing ------------------------------------------------------------------------------------------- */
 
-static void pack_image(const job_t *j, int64_t n) {
+static void pack_channels(const job_t *j, const float *xn, uint64_t *v, uint64_t *m, int64_t p0, int64_t p1) {
     const int64_t hw = j->H * j->W, nw = j->nw;
-    uint64_t *v = j->val + n * hw * nw;
-    uint64_t *m = j->mask ? j->mask + n * hw * nw : NULL;
-    const float *xn = j->x + n * j->C * hw;
-    memset(v, 0, (size_t)(hw * nw) * sizeof(uint64_t));
-    if (m) memset(m, 0, (size_t)(hw * nw) * sizeof(uint64_t));
     for (int64_t c = 0; c < j->C; c++) {
         const float *xc = xn + c * hw;
         const int s = (int)(c & 63);
         uint64_t *vw = v + (c >> 6), *mw = m ? m + (c >> 6) : NULL;
         if (j->alphabet == 0) {
-            for (int64_t p = 0; p < hw; p++) vw[p * nw] |= (uint64_t)(xc[p] >= 0.0f) << s;
+            for (int64_t p = p0; p < p1; p++) vw[p * nw] |= (uint64_t)(xc[p] >= 0.0f) << s;
             if (mw) /* {-1,+1} through the masked kernel (the weights have zeros): every channel counts */
-                for (int64_t p = 0; p < hw; p++) mw[p * nw] |= (uint64_t)1 << s;
+                for (int64_t p = p0; p < p1; p++) mw[p * nw] |= (uint64_t)1 << s;
         } else if (j->alphabet == 1) {
-            for (int64_t p = 0; p < hw; p++) {
+            for (int64_t p = p0; p < p1; p++) {
                 vw[p * nw] |= (uint64_t)(xc[p] >= 0.0f) << s;
                 mw[p * nw] |= (uint64_t)(xc[p] != 0.0f) << s;
             }
         } else {
-            for (int64_t p = 0; p < hw; p++) {
+            for (int64_t p = p0; p < p1; p++) {
                 const uint64_t b = (uint64_t)(xc[p] >= 0.0f) << s;
                 vw[p * nw] |= b;
                 mw[p * nw] |= b;
@@ -104,67 +107,200 @@ static void pack_image(const job_t *j, int64_t n) {
     }
 }
 
-/* ---- 2. patches ------------------------------------------------------------------------------------------- */
+#if ABK_X86
+/* 16 pixels at a time: one comparison mask per channel, OR-ed into two vectors of 8 pixel words. nw == 1 only. */
+__attribute__((target("avx512f"))) static int64_t pack_avx512(const job_t *j, const float *xn, uint64_t *v,
+                                                              uint64_t *m) {
+    const int64_t hw = j->H * j->W;
+    const __m512 zero = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= hw; p += 16) {
+        __m512i vlo = _mm512_setzero_si512(), vhi = vlo, mlo = vlo, mhi = vlo;
+        for (int64_t c = 0; c < j->C; c++) {
+            const __m512 xv = _mm512_loadu_ps(xn + c * hw + p);
+            const __m512i bit = _mm512_set1_epi64((long long)((uint64_t)1 << c));
+            const __mmask16 ge = _mm512_cmp_ps_mask(xv, zero, _CMP_GE_OQ);
+            vlo = _mm512_mask_or_epi64(vlo, (__mmask8)ge, vlo, bit);
+            vhi = _mm512_mask_or_epi64(vhi, (__mmask8)(ge >> 8), vhi, bit);
+            if (j->alphabet == 1) {
+                const __mmask16 nz = _mm512_cmp_ps_mask(xv, zero, _CMP_NEQ_UQ);
+                mlo = _mm512_mask_or_epi64(mlo, (__mmask8)nz, mlo, bit);
+                mhi = _mm512_mask_or_epi64(mhi, (__mmask8)(nz >> 8), mhi, bit);
+            }
+        }
+        _mm512_storeu_si512((void *)(v + p), vlo);
+        _mm512_storeu_si512((void *)(v + p + 8), vhi);
+        if (m) {
+            if (j->alphabet == 2) { mlo = vlo; mhi = vhi; }
+            if (j->alphabet == 0) { /* every channel counts */
+                const __m512i all = _mm512_set1_epi64((long long)(j->C == 64 ? ~(uint64_t)0 : (((uint64_t)1 << j->C) - 1)));
+                mlo = all; mhi = all;
+            }
+            _mm512_storeu_si512((void *)(m + p), mlo);
+            _mm512_storeu_si512((void *)(m + p + 8), mhi);
+        }
+    }
+    return p;
+}
+#endif
+
+static void pack_image(const job_t *j, int64_t n) {
+    const int64_t hw = j->H * j->W, nw = j->nw;
+    uint64_t *v = j->val + n * hw * nw;
+    uint64_t *m = j->mask ? j->mask + n * hw * nw : NULL;
+    const float *xn = j->x + n * j->C * hw;
+    int64_t done = 0;
+#if ABK_X86
+    if (j->isa == ISA_AVX512 && nw == 1) done = pack_avx512(j, xn, v, m);
+#endif
+    memset(v + done * nw, 0, (size_t)((hw - done) * nw) * sizeof(uint64_t));
+    if (m) memset(m + done * nw, 0, (size_t)((hw - done) * nw) * sizeof(uint64_t));
+    if (done < hw) pack_channels(j, xn, v, m, done, hw);
+}
+
+/* ---- 2. segments ----------------------------------------------------------------------------------------- */
 
 /* OR nbits bits of src (bits beyond nbits are zero) into dst at bit offset off; dst has one spare word. */
-static void put_bits(uint64_t *dst, int64_t off, const uint64_t *src, int64_t nbits) {
-    const int64_t words = (nbits + 63) >> 6;
+static inline void put_bits(uint64_t *dst, int64_t off, const uint64_t *src, int64_t nbits) {
     const int sh = (int)(off & 63);
     uint64_t *d = dst + (off >> 6);
+    const int64_t words = (nbits + 63) >> 6;
     for (int64_t i = 0; i < words; i++) {
         d[i] |= src[i] << sh;
         if (sh) d[i + 1] |= src[i] >> (64 - sh);
     }
 }
 
-/* ---- 3. popcount dot products, 4 output channels at a time ------------------------------------------------- */
-
-/* Scalar bodies, inlined into a portable and a popcnt-instruction copy. */
-static inline __attribute__((always_inline)) void dense_body(const job_t *j, const uint64_t *patch, int32_t *pop) {
-    const int64_t L = j->L, blocks = (j->O + 3) / 4;
-    for (int64_t b = 0; b < blocks; b++) {
-        const uint64_t *w = j->wval + b * L * 4;
-        int32_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
-        for (int64_t l = 0; l < L; l++) {
-            const uint64_t a = patch[l];
-            p0 += __builtin_popcountll(a ^ w[4 * l + 0]);
-            p1 += __builtin_popcountll(a ^ w[4 * l + 1]);
-            p2 += __builtin_popcountll(a ^ w[4 * l + 2]);
-            p3 += __builtin_popcountll(a ^ w[4 * l + 3]);
-        }
-        pop[4 * b + 0] = p0; pop[4 * b + 1] = p1; pop[4 * b + 2] = p2; pop[4 * b + 3] = p3;
-    }
+/* seg[n][iy][w][ox] (iy = H: the row of pad values above and below the image, for pad_value +1 / -1). */
+static inline int64_t seg_at(const job_t *j, int64_t n, int64_t iy, int64_t w) {
+    return ((n * (j->H + 1) + iy) * j->SW + w) * j->OWp;
 }
 
-static inline __attribute__((always_inline)) void masked_body(const job_t *j, const uint64_t *patch,
-                                                             const uint64_t *pmask, int32_t *acc) {
-    const int64_t L = j->L, blocks = (j->O + 3) / 4;
-    for (int64_t b = 0; b < blocks; b++) {
-        const uint64_t *w = j->wval + b * L * 4, *wm = j->wmask + b * L * 4;
-        for (int k = 0; k < 4; k++) {
-            int32_t cnt = 0, pop = 0;
-            for (int64_t l = 0; l < L; l++) {
-                const uint64_t m = pmask[l] & wm[4 * l + k];
-                cnt += __builtin_popcountll(m);
-                pop += __builtin_popcountll(m & (patch[l] ^ w[4 * l + k]));
+/* One word per pixel (C <= 64) and a segment of at most 8 words: shifts in registers, no calls. */
+static void build_segments_narrow(const job_t *j, int64_t n) {
+    const int64_t C = j->C, SW = j->SW;
+    const uint64_t ones = j->ones[0], padv = j->pad_value > 0 ? ones : 0;
+    for (int64_t iy = 0; iy <= j->H; iy++) {
+        if (iy == j->H && j->pad_value == 0) break; /* the pad row is read only for +-1 padding */
+        const uint64_t *vrow = j->val + (n * j->H + (iy < j->H ? iy : 0)) * j->W;
+        const uint64_t *mrow = j->masked ? j->mask + (n * j->H + (iy < j->H ? iy : 0)) * j->W : NULL;
+        uint64_t *dst = j->seg + seg_at(j, n, iy, 0), *dstm = j->masked ? j->segm + seg_at(j, n, iy, 0) : NULL;
+        for (int64_t ox = 0; ox < j->OW; ox++) {
+            uint64_t t[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tm[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t kx = 0; kx < j->KW; kx++) {
+                const int64_t ix = ox * j->sw - j->pw + kx;
+                uint64_t v, m;
+                if (iy < j->H && ix >= 0 && ix < j->W) {
+                    v = vrow[ix];
+                    m = mrow ? mrow[ix] : 0;
+                } else if (j->pad_value != 0) {
+                    v = padv;
+                    m = ones;
+                } else {
+                    continue;
+                }
+                const int64_t off = kx * C, q = off >> 6;
+                const int sh = (int)(off & 63);
+                t[q] |= v << sh;
+                tm[q] |= m << sh;
+                if (sh && sh + C > 64) {
+                    t[q + 1] |= v >> (64 - sh);
+                    tm[q + 1] |= m >> (64 - sh);
+                }
             }
-            acc[4 * b + k] = cnt - 2 * pop;
+            for (int64_t q = 0; q < SW; q++) dst[q * j->OWp + ox] = t[q];
+            if (dstm)
+                for (int64_t q = 0; q < SW; q++) dstm[q * j->OWp + ox] = tm[q];
         }
     }
 }
 
-static void dense_generic(const job_t *j, const uint64_t *p, int32_t *pop) { dense_body(j, p, pop); }
-static void masked_generic(const job_t *j, const uint64_t *p, const uint64_t *m, int32_t *a) {
-    masked_body(j, p, m, a);
+static void build_segments(const job_t *j, int64_t n, uint64_t *tmp, uint64_t *tmpm) {
+    const int64_t C = j->C, nw = j->nw, SW = j->SW;
+    if (nw == 1 && SW <= 8) {
+        build_segments_narrow(j, n);
+        return;
+    }
+    for (int64_t iy = 0; iy <= j->H; iy++) {
+        if (iy == j->H && j->pad_value == 0) break; /* the pad row is read only for +-1 padding */
+        for (int64_t ox = 0; ox < j->OW; ox++) {
+            memset(tmp, 0, (size_t)(SW + 1) * sizeof(uint64_t));
+            memset(tmpm, 0, (size_t)(SW + 1) * sizeof(uint64_t));
+            for (int64_t kx = 0; kx < j->KW; kx++) {
+                const int64_t ix = ox * j->sw - j->pw + kx;
+                if (iy < j->H && ix >= 0 && ix < j->W) {
+                    const int64_t at = ((n * j->H + iy) * j->W + ix) * nw;
+                    put_bits(tmp, kx * C, j->val + at, C);
+                    if (j->masked) put_bits(tmpm, kx * C, j->mask + at, C);
+                } else if (j->pad_value != 0) {
+                    if (j->pad_value > 0) put_bits(tmp, kx * C, j->ones, C);
+                    put_bits(tmpm, kx * C, j->ones, C);
+                }
+            }
+            for (int64_t w = 0; w < SW; w++) {
+                j->seg[seg_at(j, n, iy, w) + ox] = tmp[w];
+                if (j->masked) j->segm[seg_at(j, n, iy, w) + ox] = tmpm[w];
+            }
+        }
+    }
+}
+
+/* ---- 3 and 4. one block of output pixels of one row: popcounts per output channel, then the epilogue ------- */
+
+/* The rows of a patch that count: their indices into the segment rows (the pad row for +-1 padding). */
+typedef struct {
+    int64_t rows[64];
+    int64_t nrows;
+} rows_t;
+
+static inline void store_row(const job_t *j, int64_t n, int64_t o, int64_t oy, int64_t ox0, int64_t lanes,
+                             const float *vals) {
+    float *dst = j->out + ((n * j->O + o) * j->OH + oy) * j->OW + ox0;
+    const int64_t m = j->OW - ox0 < lanes ? j->OW - ox0 : lanes;
+    for (int64_t i = 0; i < m; i++) dst[i] = vals[i];
+}
+
+/* Scalar body, inlined into a portable and a popcnt-instruction copy: one output pixel per step. */
+static inline __attribute__((always_inline)) void block_body(const job_t *j, int64_t n, int64_t oy,
+                                                            const rows_t *r, int64_t ox0) {
+    const int64_t SW = j->SW, L = j->KH * SW;
+    const int64_t m = j->OW - ox0 < 8 ? j->OW - ox0 : 8;
+    for (int64_t o = 0; o < j->O; o++) {
+        const uint64_t *w = j->wval + o * L, *wm = j->wmask ? j->wmask + o * L : NULL;
+        float vals[8];
+        for (int64_t i = 0; i < m; i++) {
+            const int64_t ox = ox0 + i;
+            int32_t cnt = 0, pop = 0;
+            for (int64_t k = 0; k < r->nrows; k++) {
+                const int64_t ky = r->rows[k] >> 16, iy = r->rows[k] & 0xffff;
+                for (int64_t q = 0; q < SW; q++) {
+                    const int64_t at = seg_at(j, n, iy, q) + ox;
+                    const uint64_t x = j->seg[at] ^ w[ky * SW + q];
+                    if (wm) {
+                        const uint64_t mm = j->segm[at] & wm[ky * SW + q];
+                        cnt += __builtin_popcountll(mm);
+                        pop += __builtin_popcountll(mm & x);
+                    } else {
+                        pop += __builtin_popcountll(x & j->valid[q * j->OWp + ox]);
+                    }
+                }
+            }
+            const int32_t acc = wm ? cnt - 2 * pop : j->kcol[ox] * (int32_t)r->nrows - 2 * pop;
+            const float scaled = (float)acc * j->mul[o]; /* rounded to float32 here ... */
+            vals[i] = scaled + j->add[o];                /* ... and again here: two roundings, never one FMA */
+        }
+        store_row(j, n, o, oy, ox0, 8, vals);
+    }
+}
+
+static void block_generic(const job_t *j, int64_t n, int64_t oy, const rows_t *r, int64_t ox0) {
+    block_body(j, n, oy, r, ox0);
 }
 
 #if ABK_X86
-__attribute__((target("popcnt"))) static void dense_popcnt(const job_t *j, const uint64_t *p, int32_t *pop) {
-    dense_body(j, p, pop);
-}
-__attribute__((target("popcnt"))) static void masked_popcnt(const job_t *j, const uint64_t *p, const uint64_t *m,
-                                                             int32_t *a) {
-    masked_body(j, p, m, a);
+__attribute__((target("popcnt"))) static void block_popcnt(const job_t *j, int64_t n, int64_t oy, const rows_t *r,
+                                                            int64_t ox0) {
+    block_body(j, n, oy, r, ox0);
 }
 
 /* Per-byte popcount of a 256-bit vector: two nibble lookups (Mula's method). */
@@ -177,136 +313,141 @@ __attribute__((target("avx2"))) static inline __m256i popcnt8(__m256i v) {
     return _mm256_add_epi8(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut, hi));
 }
 
-/* Byte counters hold at most 255: 31 words of 8 bits per byte, then they are summed into 64-bit lanes. */
-#define ABK_CHUNK 31
-
-__attribute__((target("avx2"))) static void dense_avx2(const job_t *j, const uint64_t *patch, int32_t *pop) {
-    const int64_t L = j->L, blocks = (j->O + 3) / 4;
+/* 8 output pixels as two vectors of 4; byte counters summed into 64-bit lanes every 31 words (255 max). */
+__attribute__((target("avx2"))) static void block_avx2(const job_t *j, int64_t n, int64_t oy, const rows_t *r,
+                                                       int64_t ox0) {
+    const int64_t SW = j->SW, L = j->KH * SW;
     const __m256i zero = _mm256_setzero_si256();
-    int64_t b = 0;
-    for (; b + 1 < blocks; b += 2) { /* two blocks (8 output channels) per pass for instruction-level parallelism */
-        const uint64_t *w0 = j->wval + b * L * 4, *w1 = w0 + L * 4;
-        __m256i t0 = zero, t1 = zero;
-        for (int64_t l0 = 0; l0 < L; l0 += ABK_CHUNK) {
-            const int64_t l1 = l0 + ABK_CHUNK < L ? l0 + ABK_CHUNK : L;
-            __m256i c0 = zero, c1 = zero;
-            for (int64_t l = l0; l < l1; l++) {
-                const __m256i a = _mm256_set1_epi64x((long long)patch[l]);
-                c0 = _mm256_add_epi8(c0, popcnt8(_mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(w0 + 4 * l)))));
-                c1 = _mm256_add_epi8(c1, popcnt8(_mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(w1 + 4 * l)))));
+    __m256i a0[ABK_MAX_WORDS], a1[ABK_MAX_WORDS], v0[ABK_MAX_WORDS], v1[ABK_MAX_WORDS]; /* the patch words */
+    int64_t widx[ABK_MAX_WORDS];
+    int64_t nl = 0;
+    for (int64_t k = 0; k < r->nrows; k++) {
+        const int64_t ky = r->rows[k] >> 16, iy = r->rows[k] & 0xffff;
+        for (int64_t q = 0; q < SW; q++, nl++) {
+            const int64_t at = seg_at(j, n, iy, q) + ox0;
+            widx[nl] = ky * SW + q;
+            a0[nl] = _mm256_loadu_si256((const __m256i *)(j->seg + at));
+            a1[nl] = _mm256_loadu_si256((const __m256i *)(j->seg + at + 4));
+            if (j->wmask) {
+                v0[nl] = _mm256_loadu_si256((const __m256i *)(j->segm + at));
+                v1[nl] = _mm256_loadu_si256((const __m256i *)(j->segm + at + 4));
+            } else {
+                v0[nl] = _mm256_loadu_si256((const __m256i *)(j->valid + q * j->OWp + ox0));
+                v1[nl] = _mm256_loadu_si256((const __m256i *)(j->valid + q * j->OWp + ox0 + 4));
             }
-            t0 = _mm256_add_epi64(t0, _mm256_sad_epu8(c0, zero));
-            t1 = _mm256_add_epi64(t1, _mm256_sad_epu8(c1, zero));
         }
-        int64_t o0[4], o1[4];
-        _mm256_storeu_si256((__m256i *)o0, t0);
-        _mm256_storeu_si256((__m256i *)o1, t1);
-        for (int k = 0; k < 4; k++) { pop[4 * b + k] = (int32_t)o0[k]; pop[4 * b + 4 + k] = (int32_t)o1[k]; }
     }
-    for (; b < blocks; b++) {
-        const uint64_t *w0 = j->wval + b * L * 4;
-        __m256i t0 = zero;
-        for (int64_t l0 = 0; l0 < L; l0 += ABK_CHUNK) {
-            const int64_t l1 = l0 + ABK_CHUNK < L ? l0 + ABK_CHUNK : L;
-            __m256i c0 = zero;
+    int64_t kv[8];
+    for (int i = 0; i < 8; i++) kv[i] = (int64_t)j->kcol[ox0 + i] * r->nrows;
+    for (int64_t o = 0; o < j->O; o++) {
+        const uint64_t *w = j->wval + o * L, *wm = j->wmask ? j->wmask + o * L : NULL;
+        __m256i p0 = zero, p1 = zero, c0 = zero, c1 = zero;
+        for (int64_t l0 = 0; l0 < nl; l0 += 31) {
+            const int64_t l1 = l0 + 31 < nl ? l0 + 31 : nl;
+            __m256i b0 = zero, b1 = zero, d0 = zero, d1 = zero;
             for (int64_t l = l0; l < l1; l++) {
-                const __m256i a = _mm256_set1_epi64x((long long)patch[l]);
-                c0 = _mm256_add_epi8(c0, popcnt8(_mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(w0 + 4 * l)))));
+                const int64_t wi = widx[l];
+                const __m256i ww = _mm256_set1_epi64x((long long)w[wi]);
+                __m256i m0 = v0[l], m1 = v1[l];
+                if (wm) {
+                    const __m256i wmv = _mm256_set1_epi64x((long long)wm[wi]);
+                    m0 = _mm256_and_si256(m0, wmv);
+                    m1 = _mm256_and_si256(m1, wmv);
+                    d0 = _mm256_add_epi8(d0, popcnt8(m0));
+                    d1 = _mm256_add_epi8(d1, popcnt8(m1));
+                }
+                b0 = _mm256_add_epi8(b0, popcnt8(_mm256_and_si256(_mm256_xor_si256(a0[l], ww), m0)));
+                b1 = _mm256_add_epi8(b1, popcnt8(_mm256_and_si256(_mm256_xor_si256(a1[l], ww), m1)));
             }
-            t0 = _mm256_add_epi64(t0, _mm256_sad_epu8(c0, zero));
+            p0 = _mm256_add_epi64(p0, _mm256_sad_epu8(b0, zero));
+            p1 = _mm256_add_epi64(p1, _mm256_sad_epu8(b1, zero));
+            c0 = _mm256_add_epi64(c0, _mm256_sad_epu8(d0, zero));
+            c1 = _mm256_add_epi64(c1, _mm256_sad_epu8(d1, zero));
         }
-        int64_t o0[4];
-        _mm256_storeu_si256((__m256i *)o0, t0);
-        for (int k = 0; k < 4; k++) pop[4 * b + k] = (int32_t)o0[k];
+        int64_t pp[8], cc[8];
+        _mm256_storeu_si256((__m256i *)pp, p0);
+        _mm256_storeu_si256((__m256i *)(pp + 4), p1);
+        _mm256_storeu_si256((__m256i *)cc, c0);
+        _mm256_storeu_si256((__m256i *)(cc + 4), c1);
+        int32_t acc[8];
+        for (int i = 0; i < 8; i++) acc[i] = (int32_t)((wm ? cc[i] : kv[i]) - 2 * pp[i]);
+        const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)acc)),
+                                            _mm256_set1_ps(j->mul[o]));
+        float vals[8];
+        _mm256_storeu_ps(vals, _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o]))); /* two roundings */
+        store_row(j, n, o, oy, ox0, 8, vals);
     }
 }
 
-__attribute__((target("avx2"))) static void masked_avx2(const job_t *j, const uint64_t *patch, const uint64_t *pmask,
-                                                        int32_t *acc) {
-    const int64_t L = j->L, blocks = (j->O + 3) / 4;
-    const __m256i zero = _mm256_setzero_si256();
-    for (int64_t b = 0; b < blocks; b++) {
-        const uint64_t *w = j->wval + b * L * 4, *wm = j->wmask + b * L * 4;
-        __m256i tc = zero, tp = zero;
-        for (int64_t l0 = 0; l0 < L; l0 += ABK_CHUNK) {
-            const int64_t l1 = l0 + ABK_CHUNK < L ? l0 + ABK_CHUNK : L;
-            __m256i cc = zero, cp = zero;
-            for (int64_t l = l0; l < l1; l++) {
-                const __m256i a = _mm256_set1_epi64x((long long)patch[l]);
-                const __m256i pm = _mm256_set1_epi64x((long long)pmask[l]);
-                const __m256i m = _mm256_and_si256(pm, _mm256_loadu_si256((const __m256i *)(wm + 4 * l)));
-                const __m256i x = _mm256_xor_si256(a, _mm256_loadu_si256((const __m256i *)(w + 4 * l)));
-                cc = _mm256_add_epi8(cc, popcnt8(m));
-                cp = _mm256_add_epi8(cp, popcnt8(_mm256_and_si256(m, x)));
-            }
-            tc = _mm256_add_epi64(tc, _mm256_sad_epu8(cc, zero));
-            tp = _mm256_add_epi64(tp, _mm256_sad_epu8(cp, zero));
+/* 8 output pixels per vector, VPOPCNTQ. */
+__attribute__((target("avx512f,avx512vpopcntdq,avx2"))) static void block_avx512(const job_t *j, int64_t n,
+                                                                                  int64_t oy, const rows_t *r,
+                                                                                  int64_t ox0) {
+    const int64_t SW = j->SW, L = j->KH * SW;
+    __m512i a[ABK_MAX_WORDS], v[ABK_MAX_WORDS];
+    int64_t widx[ABK_MAX_WORDS];
+    int64_t nl = 0;
+    for (int64_t k = 0; k < r->nrows; k++) {
+        const int64_t ky = r->rows[k] >> 16, iy = r->rows[k] & 0xffff;
+        for (int64_t q = 0; q < SW; q++, nl++) {
+            const int64_t at = seg_at(j, n, iy, q) + ox0;
+            a[nl] = _mm512_loadu_si512((const void *)(j->seg + at));
+            v[nl] = j->wmask ? _mm512_loadu_si512((const void *)(j->segm + at))
+                             : _mm512_loadu_si512((const void *)(j->valid + q * j->OWp + ox0));
+            widx[nl] = ky * SW + q;
         }
-        int64_t c4[4], p4[4];
-        _mm256_storeu_si256((__m256i *)c4, tc);
-        _mm256_storeu_si256((__m256i *)p4, tp);
-        for (int k = 0; k < 4; k++) acc[4 * b + k] = (int32_t)(c4[k] - 2 * p4[k]);
+    }
+    const __m256i kv = _mm256_mullo_epi32(_mm256_loadu_si256((const __m256i *)(j->kcol + ox0)),
+                                          _mm256_set1_epi32((int)r->nrows));
+    const int full = j->OW - ox0 >= 8;
+    for (int64_t o = 0; o < j->O; o++) {
+        const uint64_t *w = j->wval + o * L;
+        __m512i pop = _mm512_setzero_si512();
+        __m256i acc;
+        if (j->wmask) {
+            const uint64_t *wm = j->wmask + o * L;
+            __m512i cnt = _mm512_setzero_si512();
+            for (int64_t l = 0; l < nl; l++) {
+                const __m512i m = _mm512_and_si512(v[l], _mm512_set1_epi64((long long)wm[widx[l]]));
+                const __m512i x = _mm512_xor_si512(a[l], _mm512_set1_epi64((long long)w[widx[l]]));
+                cnt = _mm512_add_epi64(cnt, _mm512_popcnt_epi64(m));
+                pop = _mm512_add_epi64(pop, _mm512_popcnt_epi64(_mm512_and_si512(m, x)));
+            }
+            acc = _mm512_cvtepi64_epi32(_mm512_sub_epi64(cnt, _mm512_add_epi64(pop, pop)));
+        } else {
+            for (int64_t l = 0; l < nl; l++) {
+                /* (a XOR w) AND valid in one instruction: truth table 0x28 of (a, w, valid) */
+                const __m512i x = _mm512_ternarylogic_epi64(a[l], _mm512_set1_epi64((long long)w[widx[l]]), v[l],
+                                                            0x28);
+                pop = _mm512_add_epi64(pop, _mm512_popcnt_epi64(x));
+            }
+            const __m256i p32 = _mm512_cvtepi64_epi32(pop);
+            acc = _mm256_sub_epi32(kv, _mm256_add_epi32(p32, p32));
+        }
+        const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(j->mul[o]));
+        const __m256 y = _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o])); /* two roundings, never one FMA */
+        if (full) {
+            _mm256_storeu_ps(j->out + ((n * j->O + o) * j->OH + oy) * j->OW + ox0, y);
+        } else {
+            float vals[8];
+            _mm256_storeu_ps(vals, y);
+            store_row(j, n, o, oy, ox0, 8, vals);
+        }
     }
 }
 #endif
 
-typedef void (*dense_fn)(const job_t *, const uint64_t *, int32_t *);
-typedef void (*masked_fn)(const job_t *, const uint64_t *, const uint64_t *, int32_t *);
+typedef void (*block_fn)(const job_t *, int64_t, int64_t, const rows_t *, int64_t);
 
-/* ---- one output row of one image: patches, dot products, epilogue -------------------------------------------- */
-
-typedef struct {
-    uint64_t *patch, *pmask, *ones; /* L + 1 words each; ones: the C channel bits of one pixel, set */
-    int32_t *pop, *acc;             /* O rounded up to 4; O * OW */
-} scratch_t;
-
-static void conv_row(const job_t *j, scratch_t *s, int64_t n, int64_t oy, dense_fn dense, masked_fn masked) {
-    const int64_t T = j->KH * j->KW, C = j->C, nw = j->nw, L = j->L, O = j->O, OW = j->OW;
-    for (int64_t ox = 0; ox < OW; ox++) {
-        int64_t valid = 0;
-        int32_t invalid[64 * 64];
-        int64_t ninvalid = 0;
-        memset(s->patch, 0, (size_t)(L + 1) * sizeof(uint64_t));
-        if (j->masked) memset(s->pmask, 0, (size_t)(L + 1) * sizeof(uint64_t));
-        for (int64_t ky = 0; ky < j->KH; ky++) {
-            const int64_t iy = oy * j->sh - j->ph + ky;
-            for (int64_t kx = 0; kx < j->KW; kx++) {
-                const int64_t ix = ox * j->sw - j->pw + kx, t = ky * j->KW + kx;
-                if (iy >= 0 && iy < j->H && ix >= 0 && ix < j->W) {
-                    const int64_t at = ((n * j->H + iy) * j->W + ix) * nw;
-                    put_bits(s->patch, t * C, j->val + at, C);
-                    if (j->masked) put_bits(s->pmask, t * C, j->mask + at, C);
-                    valid++;
-                } else if (j->pad_value == 0) {
-                    invalid[ninvalid++] = (int32_t)t; /* patch and mask bits stay 0 */
-                } else {
-                    if (j->pad_value > 0) put_bits(s->patch, t * C, s->ones, C);
-                    if (j->masked) put_bits(s->pmask, t * C, s->ones, C);
-                }
-            }
-        }
-        if (j->masked) {
-            masked(j, s->patch, s->pmask, s->pop);
-            for (int64_t o = 0; o < O; o++) s->acc[o * OW + ox] = s->pop[o];
-        } else {
-            dense(j, s->patch, s->pop);
-            const int32_t k = (int32_t)(C * (j->pad_value == 0 ? valid : T));
-            for (int64_t o = 0; o < O; o++) {
-                int32_t p = s->pop[o];
-                for (int64_t i = 0; i < ninvalid; i++) p -= j->wpop[o * T + invalid[i]];
-                s->acc[o * OW + ox] = k - 2 * p;
-            }
-        }
+static void conv_row(const job_t *j, int64_t n, int64_t oy, block_fn block) {
+    rows_t r;
+    r.nrows = 0;
+    for (int64_t ky = 0; ky < j->KH; ky++) {
+        const int64_t iy = oy * j->sh - j->ph + ky;
+        if (iy >= 0 && iy < j->H) r.rows[r.nrows++] = (ky << 16) | iy;
+        else if (j->pad_value != 0) r.rows[r.nrows++] = (ky << 16) | j->H; /* the pad row */
     }
-    for (int64_t o = 0; o < O; o++) {
-        float *dst = j->out + ((n * O + o) * j->OH + oy) * OW;
-        const int32_t *a = s->acc + o * OW;
-        const float mu = j->mul[o], ad = j->add[o];
-        for (int64_t ox = 0; ox < OW; ox++) {
-            const float scaled = (float)a[ox] * mu; /* rounded to float32 here ... */
-            dst[ox] = scaled + ad;                  /* ... and again here: two roundings, never one FMA */
-        }
-    }
+    for (int64_t ox0 = 0; ox0 < j->OW; ox0 += 8) block(j, n, oy, &r, ox0);
 }
 
 /* ---- threads ------------------------------------------------------------------------------------------------ */
@@ -314,7 +455,7 @@ static void conv_row(const job_t *j, scratch_t *s, int64_t n, int64_t oy, dense_
 typedef struct {
     const job_t *job;
     int64_t begin, end;
-    int phase; /* 0: pack images [begin, end); 1: convolve (image, row) units [begin, end) */
+    int phase; /* 0: pack and segment images [begin, end); 1: convolve (image, row) units [begin, end) */
     int rc;
 } slice_t;
 
@@ -323,34 +464,24 @@ static void *run_slice(void *arg) {
     const job_t *j = sl->job;
     sl->rc = 0;
     if (sl->phase == 0) {
-        for (int64_t n = sl->begin; n < sl->end; n++) pack_image(j, n);
+        uint64_t *tmp = calloc((size_t)(j->SW + 1), sizeof(uint64_t));
+        uint64_t *tmpm = calloc((size_t)(j->SW + 1), sizeof(uint64_t));
+        if (!tmp || !tmpm) sl->rc = -2;
+        else
+            for (int64_t n = sl->begin; n < sl->end; n++) {
+                pack_image(j, n);
+                build_segments(j, n, tmp, tmpm);
+            }
+        free(tmp); free(tmpm);
         return NULL;
     }
-    dense_fn dense = dense_generic;
-    masked_fn masked = masked_generic;
+    block_fn block = block_generic;
 #if ABK_X86
-    if (j->isa == ISA_AVX2) {
-        dense = dense_avx2;
-        masked = masked_avx2;
-    } else if (cpu_has(ISA_SCALAR)) {
-        dense = dense_popcnt;
-        masked = masked_popcnt;
-    }
+    if (j->isa == ISA_AVX512) block = block_avx512;
+    else if (j->isa == ISA_AVX2) block = block_avx2;
+    else if (cpu_has(ISA_SCALAR)) block = block_popcnt;
 #endif
-    const int64_t O4 = (j->O + 3) / 4 * 4;
-    scratch_t s;
-    s.patch = calloc((size_t)(j->L + 1), sizeof(uint64_t));
-    s.pmask = calloc((size_t)(j->L + 1), sizeof(uint64_t));
-    s.ones = calloc((size_t)(j->nw + 1), sizeof(uint64_t));
-    s.pop = calloc((size_t)O4, sizeof(int32_t));
-    s.acc = calloc((size_t)(j->O * j->OW), sizeof(int32_t));
-    if (!s.patch || !s.pmask || !s.ones || !s.pop || !s.acc) {
-        sl->rc = -2;
-    } else {
-        for (int64_t c = 0; c < j->C; c++) s.ones[c >> 6] |= (uint64_t)1 << (c & 63);
-        for (int64_t u = sl->begin; u < sl->end; u++) conv_row(j, &s, u / j->OH, u % j->OH, dense, masked);
-    }
-    free(s.patch); free(s.pmask); free(s.ones); free(s.pop); free(s.acc);
+    for (int64_t u = sl->begin; u < sl->end; u++) conv_row(j, u / j->OH, u % j->OH, block);
     return NULL;
 }
 
@@ -382,16 +513,17 @@ static int run_phase(const job_t *j, int phase, int64_t units, int threads) {
 
 /*
  * The whole binary convolution: x float32 [N][C][H][W] (the sign's argument) -> out float32 [N][O][OH][OW].
- * Weights as arbibench/deploy/kernel.py packs them. Returns the instruction set used (1 scalar, 2 avx2), or < 0:
- * -1 the requested instruction set is missing, -2 out of memory, -3 bad arguments.
+ * Weights as arbibench/deploy/kernel.py packs them: [O][KH * SW] words, SW = ceil(KW * C / 64).
+ * Returns the instruction set used (1 scalar, 2 avx2, 3 avx512), or < 0: -1 the requested instruction set is
+ * missing, -2 out of memory, -3 bad arguments.
  */
 int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int alphabet,
-                      const uint64_t *wval, const uint64_t *wmask, const int32_t *wpop, int64_t O, int64_t KH,
-                      int64_t KW, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int pad_value, const float *mul,
-                      const float *add, float *out, int64_t OH, int64_t OW, int threads, int isa_request) {
+                      const uint64_t *wval, const uint64_t *wmask, int64_t O, int64_t KH, int64_t KW, int64_t sh,
+                      int64_t sw, int64_t ph, int64_t pw, int pad_value, const float *mul, const float *add,
+                      float *out, int64_t OH, int64_t OW, int threads, int isa_request) {
     job_t j;
     if (N < 0 || C < 1 || H < 1 || W < 1 || O < 1 || KH < 1 || KW < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0 ||
-        alphabet < 0 || alphabet > 2 || pad_value < -1 || pad_value > 1 || KH * KW > 64 * 64)
+        alphabet < 0 || alphabet > 2 || pad_value < -1 || pad_value > 1 || KH > 64 || H > 0xffff)
         return -3;
     if (OH != (H + 2 * ph - KH) / sh + 1 || OW != (W + 2 * pw - KW) / sw + 1 || OH < 1 || OW < 1) return -3;
     const int isa = abk_resolve_isa(isa_request);
@@ -399,20 +531,42 @@ int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W
     if (N == 0) return isa;
     memset(&j, 0, sizeof j);
     j.x = x; j.N = N; j.C = C; j.H = H; j.W = W; j.nw = (C + 63) / 64; j.alphabet = alphabet;
-    j.wval = wval; j.wmask = wmask; j.wpop = wpop;
+    j.wval = wval; j.wmask = wmask;
     j.O = O; j.KH = KH; j.KW = KW; j.sh = sh; j.sw = sw; j.ph = ph; j.pw = pw; j.OH = OH; j.OW = OW;
-    j.L = (KH * KW * C + 63) / 64;
+    j.OWp = (OW + 7) / 8 * 8;
+    j.SW = (KW * C + 63) / 64;
     j.pad_value = pad_value; j.masked = wmask != NULL; j.isa = isa;
     j.mul = mul; j.add = add; j.out = out;
     if (alphabet != 0 && !j.masked) return -3; /* a mask on the input needs the masked kernel (and a weight mask) */
+    if (KH * j.SW > ABK_MAX_WORDS) return -3;
+    const size_t segs = (size_t)(N * (H + 1) * j.SW * j.OWp);
     j.val = malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t));
     j.mask = j.masked ? malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t)) : NULL;
-    if (!j.val || (j.masked && !j.mask)) {
-        free(j.val); free(j.mask);
-        return -2;
+    j.seg = calloc(segs, sizeof(uint64_t));
+    j.segm = j.masked ? calloc(segs, sizeof(uint64_t)) : NULL;
+    j.valid = calloc((size_t)(j.SW * j.OWp), sizeof(uint64_t));
+    j.kcol = calloc((size_t)j.OWp, sizeof(int32_t));
+    j.ones = calloc((size_t)(j.nw + 1), sizeof(uint64_t));
+    int rc = -2;
+    if (j.val && j.seg && j.valid && j.kcol && j.ones && (!j.masked || (j.mask && j.segm))) {
+        for (int64_t c = 0; c < C; c++) j.ones[c >> 6] |= (uint64_t)1 << (c & 63);
+        for (int64_t ox = 0; ox < OW; ox++) {
+            int64_t inside = 0;
+            for (int64_t kx = 0; kx < KW; kx++) {
+                const int64_t ix = ox * sw - pw + kx;
+                const int counts = pad_value != 0 || (ix >= 0 && ix < W);
+                inside += counts;
+                if (!counts) continue;
+                for (int64_t c = 0; c < C; c++) {
+                    const int64_t bit = kx * C + c;
+                    j.valid[(bit >> 6) * j.OWp + ox] |= (uint64_t)1 << (bit & 63);
+                }
+            }
+            j.kcol[ox] = (int32_t)(C * inside);
+        }
+        rc = run_phase(&j, 0, N, threads);
+        if (rc == 0) rc = run_phase(&j, 1, N * OH, threads);
     }
-    int rc = run_phase(&j, 0, N, threads);
-    if (rc == 0) rc = run_phase(&j, 1, N * OH, threads);
-    free(j.val); free(j.mask);
+    free(j.val); free(j.mask); free(j.seg); free(j.segm); free(j.valid); free(j.kcol); free(j.ones);
     return rc ? rc : isa;
 }

@@ -1,8 +1,8 @@
 """The compiled kernel, called through ctypes on tensor memory: packed weights once per layer, one call per forward.
 
-The weights of each output channel are packed the way kernel.c lays out a patch: the ``KH * KW`` taps end to end,
-``C`` bits each (bit ``t * C + c``), in ``L = ceil(KH * KW * C / 64)`` 64-bit words; four output channels are
-interleaved word by word so that one AVX2 vector holds the same word of four channels.
+The weights of each output channel are packed the way kernel.c lays out a patch: for each kernel row, its ``KW``
+taps end to end, ``C`` bits each (bit ``kx * C + c``), in ``SW = ceil(KW * C / 64)`` 64-bit words; the ``KH`` rows
+one after the other, ``KH * SW`` words per output channel.
 """
 
 from __future__ import annotations
@@ -17,45 +17,46 @@ import torch
 from arbibench.deploy.build import KernelUnavailableError, load_library
 from arbibench.deploy.semantics import ALPHABETS, BinaryConvSpec
 
-ISAS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2}
-ISA_NAMES = {1: "scalar", 2: "avx2"}
+ISAS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
+ISA_NAMES = {1: "scalar", 2: "avx2", 3: "avx512"}
+MAX_WORDS = 256  # kernel.c's ABK_MAX_WORDS: KH * SW words per patch
 
 
 @dataclass(frozen=True)
 class PackedWeights:
     """A layer's kernel as kernel.c reads it (int64 tensors holding the uint64 words)."""
 
-    value: torch.Tensor  # (O4 / 4, L, 4) words: bit set where the weight is +1
+    value: torch.Tensor  # (O, KH * SW) words: bit set where the weight is +1
     mask: torch.Tensor | None  # same layout: bit set where the weight is not 0; None for the dense form
-    tap_popcount: torch.Tensor  # int32 (O, KH * KW): +1 weights per tap, for exact zero padding
+    mul: torch.Tensor  # float32 (O,): the epilogue
+    add: torch.Tensor
 
 
-def _words(bits: np.ndarray, length: int) -> np.ndarray:
-    """(O, nbits) booleans -> (O, length) uint64 words, bit i of word k = bit 64 k + i (little-endian)."""
+def _words(bits: np.ndarray, kh: int, seg_words: int) -> torch.Tensor:
+    """(O, KH, KW * C) booleans -> (O, KH * SW) words; bit i of word k = bit 64 k + i of its row (little-endian)."""
     o = bits.shape[0]
-    padded = np.zeros((o, length * 64), dtype=np.uint8)
-    padded[:, : bits.shape[1]] = bits
-    return np.packbits(padded, axis=1, bitorder="little").view("<u8").reshape(o, length)
-
-
-def _interleave(words: np.ndarray) -> torch.Tensor:
-    o, length = words.shape
-    o4 = (o + 3) // 4 * 4
-    full = np.zeros((o4, length), dtype=np.uint64)
-    full[:o] = words
-    return torch.from_numpy(np.ascontiguousarray(full.reshape(o4 // 4, 4, length).transpose(0, 2, 1)).view(np.int64))
+    padded = np.zeros((o, kh, seg_words * 64), dtype=np.uint8)
+    padded[:, :, : bits.shape[2]] = bits
+    words = np.packbits(padded.reshape(o, -1), axis=1, bitorder="little").view("<u8").reshape(o, kh * seg_words)
+    return torch.from_numpy(np.ascontiguousarray(words).view(np.int64))
 
 
 def pack_weights(spec: BinaryConvSpec) -> PackedWeights:
     """The packed form of ``spec``'s kernel (computed once per spec by :func:`packed`)."""
     signs = spec.signs.detach().cpu().numpy()
     o, c, kh, kw = signs.shape
-    taps = signs.transpose(0, 2, 3, 1)  # (O, KH, KW, C): bit t * C + c
-    length = (kh * kw * c + 63) // 64
-    value = _words((taps > 0).reshape(o, -1), length)
-    mask = _words((taps != 0).reshape(o, -1), length) if spec.masked else None
-    tap_pop = torch.from_numpy((taps > 0).reshape(o, kh * kw, c).sum(axis=2).astype(np.int32))
-    return PackedWeights(_interleave(value), None if mask is None else _interleave(mask), tap_pop.contiguous())
+    taps = signs.transpose(0, 2, 3, 1).reshape(o, kh, kw * c)  # bit kx * C + c of row ky
+    seg_words = (kw * c + 63) // 64
+    if kh * seg_words > MAX_WORDS:
+        raise KernelUnavailableError(
+            f"{spec.name}: {kh} x {seg_words} words per patch, the kernel holds {MAX_WORDS}; use the emulator"
+        )
+    return PackedWeights(
+        _words(taps > 0, kh, seg_words),
+        _words(taps != 0, kh, seg_words) if spec.masked else None,
+        spec.mul.detach().to(torch.float32).contiguous(),
+        spec.add.detach().to(torch.float32).contiguous(),
+    )
 
 
 _PACKED: weakref.WeakKeyDictionary[BinaryConvSpec, PackedWeights] = weakref.WeakKeyDictionary()
@@ -69,7 +70,7 @@ def packed(spec: BinaryConvSpec) -> PackedWeights:
 
 
 def resolve_isa(isa: str = "auto") -> str:
-    """The popcount this machine's kernel uses for ``isa`` ("auto", "scalar", "avx2"); KernelUnavailableError."""
+    """The popcount the kernel uses for ``isa`` ("auto", "scalar", "avx2", "avx512"); KernelUnavailableError."""
     if isa not in ISAS:
         raise ValueError(f"unknown isa {isa!r}; known: {', '.join(ISAS)}")
     got = int(load_library().abk_resolve_isa(ISAS[isa]))
@@ -96,12 +97,11 @@ def kernel_conv(
     x = d.contiguous()
     out = torch.empty((n, o, oh, ow), dtype=torch.float32)
     p = packed(spec)
-    mul, add = spec.mul.contiguous(), spec.add.contiguous()
     rc = lib.abk_binary_conv2d(
         x.data_ptr(), n, c, h, w, ALPHABETS[spec.alphabet],
-        p.value.data_ptr(), None if p.mask is None else p.mask.data_ptr(), p.tap_popcount.data_ptr(), o, kh, kw,
+        p.value.data_ptr(), None if p.mask is None else p.mask.data_ptr(), o, kh, kw,
         spec.stride[0], spec.stride[1], spec.padding[0], spec.padding[1], spec.pad_value,
-        mul.data_ptr(), add.data_ptr(), out.data_ptr(), oh, ow,
+        p.mul.data_ptr(), p.add.data_ptr(), out.data_ptr(), oh, ow,
         max(1, int(threads)), ISAS[isa],
     )
     if rc < 0:
