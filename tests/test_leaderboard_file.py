@@ -96,3 +96,13 @@ def test_markdown_copies_the_top_rows_into_a_readme(tmp_path: Path) -> None:
                                       "--readme", str(readme)])
     assert result.exit_code == 2 and "markers" in result.output
     assert not (tmp_path / "other.md").exists()  # nothing written when the README cannot take the rows
+
+
+def test_leaderboard_file_holds_the_corruption_cards() -> None:
+    from arbibench.cards import parse_corruption_card, read_card_json
+
+    section = COMMITTED.read_text(encoding="utf-8").split("## Common corruptions")[1].split("## ")[0]
+    for path in sorted((ROOT / "model_info").glob("*/corruptions/*.json")):
+        card = parse_corruption_card(path, read_card_json(path))
+        row = next(line for line in section.splitlines() if line.startswith(f"| `{card.name}` |"))
+        assert f"| {card.corruptions_acc:.1f}% [" in row and ("regenerated" in row) == card.regenerated

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from arbibench.cards import CorruptionCard
 from arbibench.leaderboard.cards import ModelCard, order_families
 from arbibench.leaderboard.ranking import Board
 
@@ -114,6 +115,29 @@ def board_markdown(board: Board, *, per_attack: bool = True, pins: Mapping[str, 
 GENERATED_BY = "arbibench leaderboard markdown --out LEADERBOARD.md"
 
 
+def _interval(value: float, interval: tuple[float, float] | None) -> str:
+    return f"{value:.1f}%" + ("" if interval is None else f" [{interval[0]:.1f}, {interval[1]:.1f}]")
+
+
+def corruption_markdown(cards: list[CorruptionCard]) -> str:
+    """One row per corruptions card, best mCA first: clean accuracy and mCA with 95% intervals, mCA / clean, mCA /
+    FP twin, and where the CIFAR-10-C images came from (official, or regenerated with which seed and size)."""
+    header = ["model", "method", "clean [95% CI]", "mCA [95% CI]", "mCA / clean", "mCA / FP twin", "CIFAR-10-C"]
+    lines = [_row(header), _row(["---", "---", "---:", "---:", "---:", "---:", "---"])]
+    for card in sorted(cards, key=lambda c: (c.dataset, -c.corruptions_acc, c.name)):
+        ratio, twin = card.corruptions_acc_norm, card.corruptions_acc_vs_fp_twin
+        source = "official" if not card.regenerated else (
+            f"regenerated, seed {card.corruptions_generator_seed}, {card.n_per_cell or '?'} images per cell")
+        lines.append(_row([
+            f"`{card.name}`", card.method or DASH, _interval(card.clean_acc, card.clean_acc_interval),
+            _interval(card.corruptions_acc, card.corruptions_acc_interval),
+            DASH if ratio is None else f"{ratio.value:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]",
+            DASH if twin is None else f"{twin.value:.3f} [{twin.ci_low:.3f}, {twin.ci_high:.3f}]",
+            source,
+        ]))
+    return "\n".join(lines)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -140,7 +164,7 @@ def _machines(checkpoint_cards: Mapping[str, Mapping[str, object]]) -> str:
     return "; ".join(f"{where} ({_count(n, 'model')})" for where, n in sorted(counts.items()))
 
 
-def _checkpoints(cards: list[ModelCard], pins: Mapping[str, str]) -> str:
+def _checkpoints(cards: list[ModelCard] | list[CorruptionCard], pins: Mapping[str, str]) -> str:
     """Each result card's checkpoint sha256 (first 12 hex digits) and whether the zoo still pins those bytes."""
     parts = []
     for card in sorted(cards, key=lambda c: c.name):
@@ -155,8 +179,10 @@ def _checkpoints(cards: list[ModelCard], pins: Mapping[str, str]) -> str:
 
 
 def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Mapping[str, object]],
-                        pins: Mapping[str, str], date: str) -> str:
+                        pins: Mapping[str, str], date: str,
+                        corruption_cards: list[CorruptionCard] | None = None) -> str:
     """One dated paragraph: which cards, which protocol size, which checkpoints (sha256), trained on what."""
+    corruption_cards = corruption_cards or []
     cards = [r.card for b in boards for r in b.rows]
     replaced = [c for c in cards if c.checkpoint_sha256 and pins.get(c.name, c.checkpoint_sha256)
                 != c.checkpoint_sha256]
@@ -170,12 +196,24 @@ def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Mapp
         f"Checkpoints measured (sha256, first 12 hex digits; the cards hold all 64): {_checkpoints(cards, pins)}; "
         f"{current}. The result cards record {minutes:.0f} min of attack time in all, not the machine they ran on; "
         f"the checkpoint cards record where each model was trained: {_machines(checkpoint_cards) or '-'}."
+        + ("" if not corruption_cards else
+           f" Common corruptions: {_count(len(corruption_cards), 'card')} in `model_info/`, checkpoints "
+           f"{_checkpoints(corruption_cards, pins)}.")
     )
 
 
 def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: Mapping[str, Mapping[str, object]],
-                         pins: Mapping[str, str], date: str) -> str:
-    """The whole ``LEADERBOARD.md``: every leaderboard, the zoo table and the provenance paragraph, all from cards."""
+                         pins: Mapping[str, str], date: str,
+                         corruption_cards: list[CorruptionCard] | None = None) -> str:
+    """The whole ``LEADERBOARD.md``: every leaderboard, the corruptions table, the zoo table and the provenance
+    paragraph, all from cards."""
+    corruptions = [] if not corruption_cards else [
+        "## Common corruptions",
+        "Accuracy under CIFAR-10-C's 15 corruptions x 5 severities: mCA is the mean over the 75 cells (RobustBench's "
+        "`corruptions_acc`); a regenerated set is not the official files, so its numbers are not comparable digit for "
+        "digit with RobustBench's.",
+        corruption_markdown(corruption_cards),
+    ]
     parts = [
         "# arbibench leaderboard",
         f"<!-- Generated by `{GENERATED_BY}` from the model cards; do not edit by hand. "
@@ -186,12 +224,13 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
         "checkpoints the numbers measured.",
         "## Adversarial robustness",
         *[board_markdown(b, pins=pins).rstrip("\n") for b in boards],
+        *corruptions,
         "## Model zoo",
         "Clean accuracy, training time and recipe of every shipped checkpoint, from its card (`arbibench zoo table`); "
         "the goal is the zoo's clean-accuracy target for the method.",
         zoo_table.rstrip("\n"),
         "## Provenance",
-        provenance_markdown(boards, checkpoint_cards, pins, date),
+        provenance_markdown(boards, checkpoint_cards, pins, date, corruption_cards),
     ]
     return "\n\n".join(parts) + "\n"
 
