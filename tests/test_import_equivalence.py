@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from typer.testing import CliRunner
 
+from arbibench.cli import app
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.data.datasets import count_test_images
 from arbibench.evaluation.model_import import DEFAULT_CHECK_IMAGES, import_checkpoint
@@ -388,14 +390,19 @@ def test_reactnet_flat_weight_of_the_wrong_size_is_refused_by_name():
 
 
 def test_import_checks_on_all_of_a_folder_smaller_than_the_default(tmp_path, data_dir):
-    """A 100-image ImageNet folder: the default check runs on its 100 images instead of refusing 1000."""
+    """`arbibench import` on a 100-image ImageNet folder: the default check runs on its 100 images and says so,
+    instead of refusing the default 1000."""
     sample = data_dir / "imagenet-sample"
     assert count_test_images("imagenet", sample) == 100 < DEFAULT_CHECK_IMAGES
     ckpt = tmp_path / "checkpoint.pth.tar"
     save_official(reactnet_state(), ckpt)
-    card = import_checkpoint("reactnet", ckpt, "resnet18_imagenet", "react_small", tmp_path / "models",
-                             trust_pickle=True, data_dir=sample)
-    assert json.loads(card.read_text())["clean_acc_n_examples"] == 100
+    result = CliRunner().invoke(app, ["import", str(ckpt), "--from", "reactnet", "--arch", "resnet18_imagenet",
+                                      "--name", "react_small", "--model-dir", str(tmp_path / "models"),
+                                      "--trust-pickle", "--data-dir", str(sample)])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, out
+    assert "on the first 100 test images" in out and "all 100 test images the data folder holds" in out
+    assert json.loads((tmp_path / "models" / "react_small.json").read_text())["clean_acc_n_examples"] == 100
     with pytest.raises(ValueError, match="holds only 100 samples"):  # an explicit larger count is still refused
         import_checkpoint("reactnet", ckpt, "resnet18_imagenet", "react_more", tmp_path / "models",
                           trust_pickle=True, n_examples=101, data_dir=sample)

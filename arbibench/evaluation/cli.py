@@ -163,7 +163,10 @@ def import_(
     expect_acc: float | None = typer.Option(
         None, help="The paper's top-1 (%); a measured clean accuracy more than 2 points away is an error."
     ),
-    n_examples: int = typer.Option(1000, "--n-examples", "-n", help="Test images of the clean-accuracy check."),
+    n_examples: int | None = typer.Option(
+        None, "--n-examples", "-n",
+        help="Test images of the clean-accuracy check; default the first 1000, or all the data folder holds if fewer.",
+    ),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     overwrite: bool = typer.Option(False, help="Replace a model of the same name in --model-dir."),
 ) -> None:
@@ -172,7 +175,10 @@ def import_(
     Then `arbibench eval --model NAME --model-dir DIR` (and benchmark(), protocol run, zoo list) use it like a zoo
     model. Nothing is written when a check fails.
     """
-    from arbibench.evaluation.model_import import import_checkpoint  # start-up: the importers load torch
+    from arbibench.evaluation.model_import import (  # start-up: the importers load torch
+        DEFAULT_CHECK_IMAGES,
+        import_checkpoint,
+    )
     from arbibench.models.importers import PickleRefusedError  # start-up: beside import_checkpoint
 
     options = {} if freq is None else {"freq": freq}
@@ -191,3 +197,8 @@ def import_(
         f"{100 * card['clean_acc']:.2f}% on the first {card['clean_acc_n_examples']} test images "
         f"(paper: {card['paper_acc']}%); wrote {card_path} and {card['checkpoint']}"
     )
+    if n_examples is None and card["clean_acc_n_examples"] < DEFAULT_CHECK_IMAGES:
+        console.print(
+            f"the check used all {card['clean_acc_n_examples']} test images the data folder holds (the default is "
+            f"{DEFAULT_CHECK_IMAGES})"
+        )
