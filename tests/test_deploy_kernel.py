@@ -24,7 +24,16 @@ from arbibench.deploy.backends import get_backend
 from arbibench.deploy.build import KernelUnavailableError
 from arbibench.deploy.emulator import emulate_conv
 from arbibench.deploy.kernel import kernel_available, kernel_conv, resolve_isa
-from arbibench.deploy.semantics import ALPHABETS, PM1, PM1_ZERO, ZERO_ONE, BinaryConvSpec, activation_values
+from arbibench.deploy.semantics import (
+    ALPHABETS,
+    PM1,
+    PM1_ZERO,
+    ZERO_ONE,
+    BinaryConvSpec,
+    activation_values,
+    glue_of,
+)
+from arbibench.nn.activations import RPReLU
 from arbibench.nn.quantizers import RSign, SignQuantizer
 from arbibench.nn.zero_sign import CentredSign, ZeroRSign, ZeroSign
 
@@ -74,13 +83,38 @@ def random_case(seed: int, c: int, o: int, k: int, stride: int, padding: int, n:
     pad=st.sampled_from([0, 0, 1, -1]),
     zero_weights=st.booleans(),
     threads=st.sampled_from([1, 2]),
+    threshold=st.sampled_from(["none", "channel", "sample"]),
+    residual=st.booleans(),
+    act=st.sampled_from(["none", "hardtanh", "prelu", "rprelu"]),
 )
 def test_kernel_equals_emulator_bit_for_bit(seed: int, c: int, o: int, k: int, stride: int, padding: int, n: int,
-                                            alphabet: str, pad: int, zero_weights: bool, threads: int) -> None:
-    d, spec = random_case(seed, c, o, k, stride, padding, n, alphabet, pad, zero_weights)
+                                            alphabet: str, pad: int, zero_weights: bool, threads: int,
+                                            threshold: str, residual: bool, act: str) -> None:
+    x, spec = random_case(seed, c, o, k, stride, padding, n, alphabet, pad, zero_weights)
+    g = torch.Generator().manual_seed(seed + 1)
+    t = None
+    if threshold == "channel":  # RSign's t_c, some of them equal to inputs: x - t is then exactly 0
+        t = torch.randn(1, c, generator=g) * 0.5
+        t[0, : c // 2] = x[0, : c // 2, 0, 0]
+    elif threshold == "sample":  # a centred sample's mean
+        t = x.mean(dim=(1, 2, 3)).reshape(n, 1)
+    d = x if t is None else x - t.reshape(*t.shape, 1, 1)  # the simulation's argument of the sign
     want = emulate_conv(d, spec)
+    r = torch.randn(want.shape, generator=g) if residual else None
+    glue = None
+    if act != "none":
+        module = {"hardtanh": torch.nn.Hardtanh(), "prelu": torch.nn.PReLU(o), "rprelu": RPReLU(o)}[act]
+        with torch.no_grad():
+            for p in module.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+        glue = glue_of(module, o)
+    if r is not None:
+        want = want + r
+    if glue is not None:
+        with torch.no_grad():
+            want = glue.module(want)
     for isa in ISAS:
-        got = kernel_conv(d, spec, threads=threads, isa=isa)
+        got = kernel_conv(x, spec, threads=threads, isa=isa, threshold=t, residual=r, glue=glue)
         assert got.shape == want.shape
         assert torch.equal(got, want), f"{isa}: max difference {(got - want).abs().max().item()}"
 

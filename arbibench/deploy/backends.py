@@ -16,7 +16,7 @@ import torch
 from arbibench.deploy.build import KernelUnavailableError, load_library
 from arbibench.deploy.emulator import emulate_conv
 from arbibench.deploy.kernel import kernel_conv, resolve_isa
-from arbibench.deploy.semantics import BinaryConvSpec
+from arbibench.deploy.semantics import BinaryConvSpec, Glue
 
 BACKENDS = ("auto", "kernel", "numba", "emulator")
 LOG = logging.getLogger("arbibench.deploy")
@@ -30,13 +30,21 @@ def say_once(message: str) -> None:
         LOG.warning(message)
 
 
+# (input, spec, threshold (N, C) or None, residual or None, glue or None) -> output with the glue applied
+FusedConv = Callable[
+    [torch.Tensor, BinaryConvSpec, "torch.Tensor | None", "torch.Tensor | None", "Glue | None"], torch.Tensor
+]
+
+
 @dataclass(frozen=True)
 class Backend:
-    """A named convolution program: ``conv(d, spec)`` -> the deployed output."""
+    """A named convolution program: ``conv(d, spec)`` -> the deployed output; ``fused`` also takes the sign's
+    threshold, the residual and the activation into its epilogue (the C kernel), else the layer applies them."""
 
     name: str
     conv: Callable[[torch.Tensor, BinaryConvSpec], torch.Tensor]
     note: str = ""  # why this backend and not the kernel, when it is a fallback
+    fused: FusedConv | None = None
 
 
 def _kernel(threads: int, isa: str) -> Backend:
@@ -46,7 +54,11 @@ def _kernel(threads: int, isa: str) -> Backend:
     def conv(d: torch.Tensor, spec: BinaryConvSpec) -> torch.Tensor:
         return kernel_conv(d, spec, threads, isa, lib)
 
-    return Backend(f"kernel ({chosen})", conv)
+    def fused(x: torch.Tensor, spec: BinaryConvSpec, threshold: torch.Tensor | None, residual: torch.Tensor | None,
+              glue: Glue | None) -> torch.Tensor:
+        return kernel_conv(x, spec, threads, isa, lib, threshold=threshold, residual=residual, glue=glue)
+
+    return Backend(f"kernel ({chosen})", conv, fused=fused)
 
 
 def _numba(threads: int) -> Backend:

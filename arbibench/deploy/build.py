@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("kernel.c")
-ABI_VERSION = 3  # kernel.c's ABK_VERSION: a library answering another number is rebuilt
+ABI_VERSION = 4  # kernel.c's ABK_VERSION: a library answering another number is rebuilt
 # -ffp-contract=off: the epilogue's multiply and add must round separately (kernel.c, step 4). No -march=native:
 # the AVX2 code is chosen at run time, so the same library serves CPUs with and without it.
 FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-pthread")
@@ -134,7 +134,8 @@ def _load(path: Path) -> ctypes.CDLL:
         ptr, i64, i64, i64, i64, i32,  # x, N, C, H, W, alphabet
         ptr, ptr, i64, i64, i64,  # wval, wmask, O, KH, KW
         i64, i64, i64, i64, i32,  # sh, sw, ph, pw, pad_value
-        ptr, ptr, ptr, i64, i64,  # mul, add, out, OH, OW
+        ptr, ptr, ptr, ptr, i32, ptr,  # mul, add, thresh, residual, act, act_params
+        ptr, i64, i64,  # out, OH, OW
         i32, i32,  # threads, isa
     ]
     lib.abk_resolve_isa.restype = i32

@@ -16,12 +16,13 @@ binary linear layer (no preset has one).
 from __future__ import annotations
 
 import copy
+import operator
 
 import torch
 from torch import fx, nn
 
 from arbibench.deploy.backends import Backend, get_backend
-from arbibench.deploy.semantics import PM1, PM1_ZERO, BinaryConvSpec, fold_epilogue
+from arbibench.deploy.semantics import PM1, PM1_ZERO, BinaryConvSpec, Glue, fold_epilogue, glue_of
 from arbibench.nn.activations import RPReLU
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
 from arbibench.nn.quantizers import EDESign, Quantizer, RSign, SignQuantizer
@@ -82,17 +83,22 @@ def binary_kernel(conv: BinaryConv2d, layer: str) -> tuple[torch.Tensor, torch.T
 
 
 class DeployedConv2d(nn.Module):
-    """A binary convolution in deployed form: the sign's argument, then a backend's packed convolution.
+    """A binary convolution in deployed form, with the residual add and activation that follow it where fused.
 
-    Holds the :class:`BinaryConvSpec` (unscaled kernel, folded epilogue, geometry) and, for RSign, the threshold.
+    Holds the :class:`BinaryConvSpec` (unscaled kernel, folded epilogue, geometry), RSign's threshold, and the
+    :class:`Glue` (the simulation's activation module). ``forward(x, residual=None)``: the C kernel computes it in
+    one call; every other backend computes the sign's argument, the packed convolution, then ``+ residual`` and the
+    activation with torch, the same operations in the same order.
     """
 
     threshold: torch.Tensor | None
 
-    def __init__(self, spec: BinaryConvSpec, kind: str, threshold: torch.Tensor | None, backend: Backend) -> None:
+    def __init__(self, spec: BinaryConvSpec, kind: str, threshold: torch.Tensor | None, backend: Backend,
+                 glue: Glue | None = None) -> None:
         super().__init__()
-        self.spec, self.kind, self.backend = spec, kind, backend
+        self.spec, self.kind, self.backend, self.glue = spec, kind, backend, glue
         self.register_buffer("threshold", threshold)
+        self.act = None if glue is None else glue.module
 
     def argument(self, x: torch.Tensor) -> torch.Tensor:
         """The sign's argument ``d``, computed by the same torch operations as the simulation's quantizer."""
@@ -102,13 +108,61 @@ class DeployedConv2d(nn.Module):
             return x - x.mean(dim=tuple(range(1, x.dim())), keepdim=True)
         return x
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.backend.conv(self.argument(x).contiguous(), self.spec)
+    def sign_threshold(self, x: torch.Tensor) -> torch.Tensor | None:
+        """``t`` with ``d >= 0`` iff ``x >= t`` (IEEE, finite values): (1, C), (N, 1) or None for 0."""
+        if self.kind == THRESHOLD and self.threshold is not None:
+            return self.threshold.reshape(1, -1)
+        if self.kind == CENTRED:
+            return x.mean(dim=tuple(range(1, x.dim())), keepdim=True).reshape(-1, 1)
+        return None
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        if self.backend.fused is not None:
+            return self.backend.fused(x, self.spec, self.sign_threshold(x), residual, self.glue)
+        y = self.backend.conv(self.argument(x).contiguous(), self.spec)
+        if residual is not None:
+            y = y + residual
+        if self.act is not None:
+            y = self.act(y)
+        return y
 
     def extra_repr(self) -> str:
         o, c, kh, kw = self.spec.signs.shape
         return (f"{c}, {o}, kernel=({kh}, {kw}), stride={self.spec.stride}, padding={self.spec.padding}, "
                 f"input={self.kind}/{self.spec.alphabet}, pad={self.spec.pad_value}, backend={self.backend.name!r}")
+
+
+def _depends_on(node: fx.Node, ancestor: fx.Node) -> bool:
+    """Whether ``node``'s value is computed from ``ancestor``'s."""
+    seen: set[fx.Node] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is ancestor:
+            return True
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    return False
+
+
+def _glue_chain(node: fx.Node, modules: dict[str, nn.Module], channels: int) -> tuple[
+        fx.Node | None, fx.Node | None, Glue | None]:
+    """``(add node, activation node, glue)`` directly after ``node`` that the kernel's epilogue can compute."""
+    users = list(node.users)
+    add_node: fx.Node | None = None
+    tail = node
+    if (len(users) == 1 and users[0].op == "call_function" and users[0].target in (operator.add, torch.add)
+            and len(users[0].args) == 2 and not users[0].kwargs):
+        other = users[0].args[1] if users[0].args[0] is node else users[0].args[0]
+        if isinstance(other, fx.Node) and other is not node and not _depends_on(other, node):
+            add_node = tail = users[0]
+    users = list(tail.users)
+    if len(users) == 1 and users[0].op == "call_module":
+        glue = glue_of(modules[str(users[0].target)], channels)
+        if glue is not None:
+            return add_node, users[0], glue
+    return add_node, None, None
 
 
 class DeployedModel(nn.Module):
@@ -189,7 +243,9 @@ def deploy(
     hardware without zero padding (a different network). ``threads``: the kernel's threads (default torch's).
     ``fold_batchnorm``: fold each BatchNorm that only follows a binary convolution into its epilogue (the engines'
     way); False keeps torch's BatchNorm, so power-of-two-scaled presets (bnn, irnet) equal the simulation exactly.
-    ``isa``: the kernel's popcount, ``"auto"``, ``"avx2"`` or ``"scalar"``.
+    ``isa``: the kernel's popcount, ``"auto"``, ``"avx512"``, ``"avx2"`` or ``"scalar"``. Where a residual add
+    and a hardtanh / PReLU / RPReLU follow a folded BatchNorm, they join the convolution's node (the C kernel
+    computes them in its epilogue, the other backends with the same torch operations).
     """
     if pad not in (-1, 0, 1):
         raise DeployError(f"pad={pad!r}: use 0 (exact zero padding), or +1 / -1 (hardware without zero padding)")
@@ -218,6 +274,7 @@ def deploy(
                 users[0].replace_all_uses_with(node)
                 gm.graph.erase_node(users[0])
         mul, add = fold_epilogue(scale, conv.bias, bn)
+        add_node, act_node, glue = _glue_chain(node, modules, signs.shape[0]) if bn is not None else (None, None, None)
         spec = BinaryConvSpec(
             signs, mul, add,
             stride=(int(conv.stride[0]), int(conv.stride[1])),
@@ -226,7 +283,18 @@ def deploy(
         )
         q = conv.input_quantizer
         threshold = q.threshold.detach().clone() if kind == THRESHOLD and isinstance(q, RSign) else None
-        gm.add_submodule(node.target, DeployedConv2d(spec, kind, threshold, chosen))
+        gm.add_submodule(node.target, DeployedConv2d(spec, kind, threshold, chosen, glue))
+        last = act_node or add_node
+        if last is not None:  # one node computes conv, epilogue, + residual and the activation
+            args: tuple[fx.node.Argument, ...] = (node.args[0],)
+            if add_node is not None:
+                args = (node.args[0], add_node.args[1] if add_node.args[0] is node else add_node.args[0])
+            with gm.graph.inserting_before(last):
+                fused = gm.graph.call_module(node.target, args)
+            last.replace_all_uses_with(fused)
+            for dead in (act_node, add_node, node):  # each one's users already gone
+                if dead is not None:
+                    gm.graph.erase_node(dead)
     gm.graph.eliminate_dead_code()
     gm.delete_all_unused_submodules()
     gm.recompile()

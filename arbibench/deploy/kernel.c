@@ -19,7 +19,12 @@
  *              a column beside it is masked out by `valid`). pad_value +1 / -1 instead fills border taps with that
  *              value, as hardware without zero padding does.
  *   4. epilogue: out = (float)acc * mul[o], rounded to float32, then + add[o], rounded to float32. Never an FMA:
- *              this file must be compiled with -ffp-contract=off (build.py does).
+ *              this file must be compiled with -ffp-contract=off (build.py does). Then, where the network has them
+ *              right after the convolution's BatchNorm, the float32 glue torch would compute next, one IEEE
+ *              operation at a time in torch's order: + residual; then hardtanh (clamp), PReLU (x > 0 ? x : a x) or
+ *              RPReLU ((x - g) > 0 ? (x - g) : a (x - g), then + z). The sign's threshold t (RSign's per channel,
+ *              a centred sample's mean) is compared directly: x >= t is the same test as x - t >= 0, and x != t as
+ *              x - t != 0, in IEEE arithmetic with subnormals (no flush-to-zero), for finite x and t.
  *
  * Threads: pthreads over (image, output row) pairs. Popcount, chosen at run time: AVX-512 (VPOPCNTQ, 8 output
  * pixels per vector), AVX2 (nibble lookup, 4 per vector), or scalar (the popcnt instruction where the CPU has it).
@@ -36,7 +41,7 @@
 #define ABK_X86 0
 #endif
 
-#define ABK_VERSION 3
+#define ABK_VERSION 4
 #define ABK_MAX_THREADS 256
 #define ABK_MAX_WORDS 256 /* KH * SW: words of one patch */
 
@@ -55,6 +60,10 @@ typedef struct {
     int64_t O, KH, KW, sh, sw, ph, pw, OH, OW, OWp, SW;
     int pad_value, masked, isa;
     const float *mul, *add;
+    const float *thresh;    /* [N][C] or NULL: the sign's threshold (RSign's t_c, a sample's mean), else 0 */
+    const float *residual;  /* [N][O][OH][OW] or NULL: added after the epilogue */
+    int act;                /* after the residual: 0 none, 1 clamp(lo, hi), 2 PReLU, 3 RPReLU */
+    const float *act_params; /* clamp: lo, hi; PReLU: slope[O]; RPReLU: shift_in[O], slope[O], shift_out[O] */
     float *out;
 } job_t;
 
@@ -82,24 +91,26 @@ int abk_resolve_isa(int request) {
 
 /* ---- 1. packing ------------------------------------------------------------------------------------------- */
 
-static void pack_channels(const job_t *j, const float *xn, uint64_t *v, uint64_t *m, int64_t p0, int64_t p1) {
+static void pack_channels(const job_t *j, const float *xn, const float *tn, uint64_t *v, uint64_t *m, int64_t p0,
+                          int64_t p1) {
     const int64_t hw = j->H * j->W, nw = j->nw;
     for (int64_t c = 0; c < j->C; c++) {
         const float *xc = xn + c * hw;
+        const float t = tn ? tn[c] : 0.0f;
         const int s = (int)(c & 63);
         uint64_t *vw = v + (c >> 6), *mw = m ? m + (c >> 6) : NULL;
         if (j->alphabet == 0) {
-            for (int64_t p = p0; p < p1; p++) vw[p * nw] |= (uint64_t)(xc[p] >= 0.0f) << s;
+            for (int64_t p = p0; p < p1; p++) vw[p * nw] |= (uint64_t)(xc[p] >= t) << s;
             if (mw) /* {-1,+1} through the masked kernel (the weights have zeros): every channel counts */
                 for (int64_t p = p0; p < p1; p++) mw[p * nw] |= (uint64_t)1 << s;
         } else if (j->alphabet == 1) {
             for (int64_t p = p0; p < p1; p++) {
-                vw[p * nw] |= (uint64_t)(xc[p] >= 0.0f) << s;
-                mw[p * nw] |= (uint64_t)(xc[p] != 0.0f) << s;
+                vw[p * nw] |= (uint64_t)(xc[p] >= t) << s;
+                mw[p * nw] |= (uint64_t)(xc[p] != t) << s;
             }
         } else {
             for (int64_t p = p0; p < p1; p++) {
-                const uint64_t b = (uint64_t)(xc[p] >= 0.0f) << s;
+                const uint64_t b = (uint64_t)(xc[p] >= t) << s;
                 vw[p * nw] |= b;
                 mw[p * nw] |= b;
             }
@@ -109,15 +120,15 @@ static void pack_channels(const job_t *j, const float *xn, uint64_t *v, uint64_t
 
 #if ABK_X86
 /* 16 pixels at a time: one comparison mask per channel, OR-ed into two vectors of 8 pixel words. nw == 1 only. */
-__attribute__((target("avx512f"))) static int64_t pack_avx512(const job_t *j, const float *xn, uint64_t *v,
-                                                              uint64_t *m) {
+__attribute__((target("avx512f"))) static int64_t pack_avx512(const job_t *j, const float *xn, const float *tn,
+                                                              uint64_t *v, uint64_t *m) {
     const int64_t hw = j->H * j->W;
-    const __m512 zero = _mm512_setzero_ps();
     int64_t p = 0;
     for (; p + 16 <= hw; p += 16) {
         __m512i vlo = _mm512_setzero_si512(), vhi = vlo, mlo = vlo, mhi = vlo;
         for (int64_t c = 0; c < j->C; c++) {
             const __m512 xv = _mm512_loadu_ps(xn + c * hw + p);
+            const __m512 zero = _mm512_set1_ps(tn ? tn[c] : 0.0f); /* the threshold */
             const __m512i bit = _mm512_set1_epi64((long long)((uint64_t)1 << c));
             const __mmask16 ge = _mm512_cmp_ps_mask(xv, zero, _CMP_GE_OQ);
             vlo = _mm512_mask_or_epi64(vlo, (__mmask8)ge, vlo, bit);
@@ -149,13 +160,14 @@ static void pack_image(const job_t *j, int64_t n) {
     uint64_t *v = j->val + n * hw * nw;
     uint64_t *m = j->mask ? j->mask + n * hw * nw : NULL;
     const float *xn = j->x + n * j->C * hw;
+    const float *tn = j->thresh ? j->thresh + n * j->C : NULL;
     int64_t done = 0;
 #if ABK_X86
-    if (j->isa == ISA_AVX512 && nw == 1) done = pack_avx512(j, xn, v, m);
+    if (j->isa == ISA_AVX512 && nw == 1) done = pack_avx512(j, xn, tn, v, m);
 #endif
     memset(v + done * nw, 0, (size_t)((hw - done) * nw) * sizeof(uint64_t));
     if (m) memset(m + done * nw, 0, (size_t)((hw - done) * nw) * sizeof(uint64_t));
-    if (done < hw) pack_channels(j, xn, v, m, done, hw);
+    if (done < hw) pack_channels(j, xn, tn, v, m, done, hw);
 }
 
 /* ---- 2. segments ----------------------------------------------------------------------------------------- */
@@ -253,11 +265,28 @@ typedef struct {
     int64_t nrows;
 } rows_t;
 
+/* The glue after the epilogue, one IEEE operation at a time: + residual, then the activation. */
+static inline float glue(const job_t *j, int64_t o, float y, int64_t at) {
+    if (j->residual) y = y + j->residual[at];
+    const float *p = j->act_params;
+    if (j->act == 1) {
+        y = y < p[0] ? p[0] : y;
+        y = y > p[1] ? p[1] : y;
+    } else if (j->act == 2) {
+        y = y > 0.0f ? y : p[o] * y;
+    } else if (j->act == 3) {
+        const float z = y - p[o];
+        const float q = z > 0.0f ? z : p[j->O + o] * z;
+        y = q + p[2 * j->O + o];
+    }
+    return y;
+}
+
 static inline void store_row(const job_t *j, int64_t n, int64_t o, int64_t oy, int64_t ox0, int64_t lanes,
                              const float *vals) {
-    float *dst = j->out + ((n * j->O + o) * j->OH + oy) * j->OW + ox0;
+    const int64_t at = ((n * j->O + o) * j->OH + oy) * j->OW + ox0;
     const int64_t m = j->OW - ox0 < lanes ? j->OW - ox0 : lanes;
-    for (int64_t i = 0; i < m; i++) dst[i] = vals[i];
+    for (int64_t i = 0; i < m; i++) j->out[at + i] = glue(j, o, vals[i], at + i);
 }
 
 /* Scalar body, inlined into a portable and a popcnt-instruction copy: one output pixel per step. */
@@ -425,9 +454,25 @@ __attribute__((target("avx512f,avx512vpopcntdq,avx2"))) static void block_avx512
             acc = _mm256_sub_epi32(kv, _mm256_add_epi32(p32, p32));
         }
         const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(j->mul[o]));
-        const __m256 y = _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o])); /* two roundings, never one FMA */
+        __m256 y = _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o])); /* two roundings, never one FMA */
         if (full) {
-            _mm256_storeu_ps(j->out + ((n * j->O + o) * j->OH + oy) * j->OW + ox0, y);
+            const int64_t at = ((n * j->O + o) * j->OH + oy) * j->OW + ox0;
+            if (j->residual) y = _mm256_add_ps(y, _mm256_loadu_ps(j->residual + at));
+            const float *p = j->act_params;
+            const __m256 zero = _mm256_setzero_ps();
+            if (j->act == 1) {
+                y = _mm256_blendv_ps(y, _mm256_set1_ps(p[0]), _mm256_cmp_ps(y, _mm256_set1_ps(p[0]), _CMP_LT_OQ));
+                y = _mm256_blendv_ps(y, _mm256_set1_ps(p[1]), _mm256_cmp_ps(y, _mm256_set1_ps(p[1]), _CMP_GT_OQ));
+            } else if (j->act == 2) {
+                const __m256 sl = _mm256_mul_ps(_mm256_set1_ps(p[o]), y);
+                y = _mm256_blendv_ps(sl, y, _mm256_cmp_ps(y, zero, _CMP_GT_OQ));
+            } else if (j->act == 3) {
+                const __m256 z = _mm256_sub_ps(y, _mm256_set1_ps(p[o]));
+                const __m256 sl = _mm256_mul_ps(_mm256_set1_ps(p[j->O + o]), z);
+                y = _mm256_add_ps(_mm256_blendv_ps(sl, z, _mm256_cmp_ps(z, zero, _CMP_GT_OQ)),
+                                  _mm256_set1_ps(p[2 * j->O + o]));
+            }
+            _mm256_storeu_ps(j->out + at, y);
         } else {
             float vals[8];
             _mm256_storeu_ps(vals, y);
@@ -512,7 +557,7 @@ static int run_phase(const job_t *j, int phase, int64_t units, int threads) {
 }
 
 /*
- * The whole binary convolution: x float32 [N][C][H][W] (the sign's argument) -> out float32 [N][O][OH][OW].
+ * The whole binary convolution: x float32 [N][C][H][W] (compared with thresh, or 0) -> out float32 [N][O][OH][OW].
  * Weights as arbibench/deploy/kernel.py packs them: [O][KH * SW] words, SW = ceil(KW * C / 64).
  * Returns the instruction set used (1 scalar, 2 avx2, 3 avx512), or < 0: -1 the requested instruction set is
  * missing, -2 out of memory, -3 bad arguments.
@@ -520,10 +565,12 @@ static int run_phase(const job_t *j, int phase, int64_t units, int threads) {
 int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W, int alphabet,
                       const uint64_t *wval, const uint64_t *wmask, int64_t O, int64_t KH, int64_t KW, int64_t sh,
                       int64_t sw, int64_t ph, int64_t pw, int pad_value, const float *mul, const float *add,
-                      float *out, int64_t OH, int64_t OW, int threads, int isa_request) {
+                      const float *thresh, const float *residual, int act, const float *act_params, float *out,
+                      int64_t OH, int64_t OW, int threads, int isa_request) {
     job_t j;
     if (N < 0 || C < 1 || H < 1 || W < 1 || O < 1 || KH < 1 || KW < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0 ||
-        alphabet < 0 || alphabet > 2 || pad_value < -1 || pad_value > 1 || KH > 64 || H > 0xffff)
+        alphabet < 0 || alphabet > 2 || pad_value < -1 || pad_value > 1 || KH > 64 || H > 0xffff || act < 0 ||
+        act > 3 || (act && !act_params))
         return -3;
     if (OH != (H + 2 * ph - KH) / sh + 1 || OW != (W + 2 * pw - KW) / sw + 1 || OH < 1 || OW < 1) return -3;
     const int isa = abk_resolve_isa(isa_request);
@@ -537,6 +584,7 @@ int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W
     j.SW = (KW * C + 63) / 64;
     j.pad_value = pad_value; j.masked = wmask != NULL; j.isa = isa;
     j.mul = mul; j.add = add; j.out = out;
+    j.thresh = thresh; j.residual = residual; j.act = act; j.act_params = act_params;
     if (alphabet != 0 && !j.masked) return -3; /* a mask on the input needs the masked kernel (and a weight mask) */
     if (KH * j.SW > ABK_MAX_WORDS) return -3;
     const size_t segs = (size_t)(N * (H + 1) * j.SW * j.OWp);

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from arbibench.deploy.build import KernelUnavailableError, load_library
-from arbibench.deploy.semantics import ALPHABETS, BinaryConvSpec
+from arbibench.deploy.semantics import ALPHABETS, BinaryConvSpec, Glue
 
 ISAS: dict[str, int] = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
 ISA_NAMES = {1: "scalar", 2: "avx2", 3: "avx512"}
@@ -80,11 +80,20 @@ def resolve_isa(isa: str = "auto") -> str:
 
 
 def kernel_conv(
-    d: torch.Tensor, spec: BinaryConvSpec, threads: int = 1, isa: str = "auto", lib: ctypes.CDLL | None = None
+    d: torch.Tensor,
+    spec: BinaryConvSpec,
+    threads: int = 1,
+    isa: str = "auto",
+    lib: ctypes.CDLL | None = None,
+    *,
+    threshold: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    glue: Glue | None = None,
 ) -> torch.Tensor:
-    """The deployed output of ``spec`` for the sign's argument ``d`` (N, C, H, W), computed by kernel.c.
+    """The deployed output of ``spec`` for the input ``d`` (N, C, H, W), computed by kernel.c.
 
-    ``lib``: the loaded library (:func:`build.load_library`, which checks the cache on every call, by default).
+    ``threshold``: (N, C) float32, the sign's threshold (``d >= t`` is ``d - t >= 0``), else 0; ``residual``: added
+    after the epilogue; ``glue``: the activation after that. ``lib``: the loaded library (default: looked up).
     """
     lib = load_library() if lib is None else lib
     if d.dtype != torch.float32 or d.dim() != 4 or d.device.type != "cpu":
@@ -96,13 +105,23 @@ def kernel_conv(
     oh, ow = spec.output_size(h, w)
     x = d.contiguous()
     out = torch.empty((n, o, oh, ow), dtype=torch.float32)
+    if threshold is not None:
+        threshold = threshold.to(torch.float32).expand(n, c).contiguous()
+    if residual is not None:
+        if residual.shape != out.shape or residual.dtype != torch.float32:
+            raise ValueError(f"{spec.name}: residual {tuple(residual.shape)} does not match the output "
+                             f"{tuple(out.shape)}")
+        residual = residual.contiguous()
+    params = None if glue is None else glue.params.contiguous()
     p = packed(spec)
     rc = lib.abk_binary_conv2d(
         x.data_ptr(), n, c, h, w, ALPHABETS[spec.alphabet],
         p.value.data_ptr(), None if p.mask is None else p.mask.data_ptr(), o, kh, kw,
         spec.stride[0], spec.stride[1], spec.padding[0], spec.padding[1], spec.pad_value,
-        p.mul.data_ptr(), p.add.data_ptr(), out.data_ptr(), oh, ow,
-        max(1, int(threads)), ISAS[isa],
+        p.mul.data_ptr(), p.add.data_ptr(),
+        None if threshold is None else threshold.data_ptr(), None if residual is None else residual.data_ptr(),
+        0 if glue is None else glue.code, None if params is None else params.data_ptr(),
+        out.data_ptr(), oh, ow, max(1, int(threads)), ISAS[isa],
     )
     if rc < 0:
         reason = {-1: f"this CPU has no {isa}", -2: "out of memory", -3: "arguments refused"}.get(rc, f"error {rc}")

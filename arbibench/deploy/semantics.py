@@ -21,7 +21,9 @@
        never an FMA, with the kernel scale and the following BatchNorm folded into ``mul_c, add_c`` once, in
        float64, then rounded to float32 (:func:`fold_epilogue`);
     4. the rest (first convolution, shortcuts and residual adds, activations, RPReLU, pooling, classifier) in
-       float32 torch, exactly as in the simulation.
+       float32, exactly as in the simulation: torch's operations, or, where a residual add and an activation
+       (hardtanh, PReLU, RPReLU) directly follow the convolution's BatchNorm, the same IEEE operations in the same
+       order inside the kernel's epilogue (:class:`Glue`), which gives the same bits.
 
 ``emulator``
     A pure-torch computation of ``deployed`` (:mod:`arbibench.deploy.emulator`): a float32 convolution of the +-1
@@ -49,6 +51,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from arbibench.nn.activations import RPReLU
 
 SIMULATION = "simulation"
 DEPLOYED = "deployed"
@@ -121,6 +125,37 @@ class BinaryConvSpec:
         kh, kw = self.signs.shape[2:]
         oh = (h + 2 * self.padding[0] - kh) // self.stride[0] + 1
         return oh, (w + 2 * self.padding[1] - kw) // self.stride[1] + 1
+
+
+@dataclass(frozen=True, eq=False)
+class Glue:
+    """The activation fused into a deployed convolution's epilogue, after the optional residual add.
+
+    ``code``: 1 clamp (hardtanh), 2 PReLU, 3 RPReLU (kernel.c's numbering); ``params``: float32, clamp ``[lo, hi]``,
+    PReLU the slope per output channel, RPReLU ``[shift_in | slope | shift_out]`` per output channel; ``module``:
+    the simulation's own module, which every backend but the C kernel calls.
+    """
+
+    code: int
+    params: torch.Tensor
+    module: nn.Module
+
+
+def glue_of(module: nn.Module, channels: int) -> Glue | None:
+    """The :class:`Glue` computing ``module`` exactly on ``channels`` channels, or None if it has none."""
+    def per_channel(t: torch.Tensor) -> torch.Tensor:
+        flat = t.detach().to(torch.float32).reshape(-1)
+        return flat.expand(channels).clone() if flat.numel() == 1 else flat.clone()
+
+    if type(module) is nn.Hardtanh:
+        return Glue(1, torch.tensor([module.min_val, module.max_val], dtype=torch.float32), module)
+    if type(module) is nn.PReLU and module.weight.numel() in (1, channels):
+        return Glue(2, per_channel(module.weight), module)
+    if type(module) is RPReLU and module.prelu.weight.numel() in (1, channels):
+        shift_in, shift_out = per_channel(module.shift_in), per_channel(module.shift_out)
+        if shift_in.numel() == channels and shift_out.numel() == channels:
+            return Glue(3, torch.cat([shift_in, per_channel(module.prelu.weight), shift_out]), module)
+    return None
 
 
 def activation_values(d: torch.Tensor, alphabet: str) -> torch.Tensor:
