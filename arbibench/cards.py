@@ -14,6 +14,9 @@ Units: every accuracy is in percent (:func:`percent` converts a ratio), as on Ro
 Versions: ``schema_version`` 2 is the current layout. Version 1 cards (key ``card_version``, or no version key)
 have the same fields and read unchanged. A card from a newer arbibench is refused with the fix (upgrade).
 
+A card records the sha256 of the checkpoint it measured; :func:`stale_checkpoint` tells a card of replaced weights
+from a current one against the shipped checkpoint cards (:func:`shipped_sha256`).
+
 This module imports only the standard library, so reading cards never loads torch. (The name "model card" also
 appears for the checkpoint record that ``arbibench train --export`` writes beside a safetensors file; that is a
 different document, owned by :mod:`arbibench.models.zoo`.)
@@ -40,6 +43,7 @@ __all__ = [
     "CLASS_NAMES",
     "CORRUPTIONS_THREAT",
     "SCHEMA_VERSION",
+    "SHIPPED_CHECKPOINTS",
     "AttackResult",
     "CardError",
     "CorruptionCard",
@@ -56,6 +60,8 @@ __all__ = [
     "percent",
     "ratio",
     "read_card_json",
+    "shipped_sha256",
+    "stale_checkpoint",
 ]
 
 
@@ -541,3 +547,33 @@ def read_card_json(path: Path) -> Any:
 def card_text(card: ModelCard | CorruptionCard) -> str:
     """The file text of a card: indented JSON, numbers as numbers, never NaN."""
     return json.dumps(card_json(card), indent=2, allow_nan=False) + "\n"
+
+
+# -- staleness -----------------------------------------------------------------------------------------------------
+#: The shipped checkpoints and their checkpoint cards (``<name>.safetensors`` and ``<name>.json``), read as JSON here.
+SHIPPED_CHECKPOINTS = Path(__file__).resolve().parent / "models" / "checkpoints"
+
+
+def shipped_sha256(folder: Path = SHIPPED_CHECKPOINTS) -> dict[str, str]:
+    """Model name -> the sha256 its checkpoint card records, for every checkpoint card in ``folder`` (the zoo's
+    shipped checkpoints by default). Torch-free, so the leaderboard and ``zoo list`` can tell a stale card."""
+    out: dict[str, str] = {}
+    for path in sorted(folder.glob("*.json")):
+        data = read_card_json(path)
+        sha = data.get("sha256") if isinstance(data, dict) else None
+        if isinstance(sha, str) and (folder / f"{path.stem}.safetensors").exists():
+            out[path.stem] = sha
+    return out
+
+
+def stale_checkpoint(card: ModelCard | CorruptionCard, shipped: Mapping[str, str]) -> str | None:
+    """Why ``card`` may not describe the checkpoint shipped under its name (``shipped``: name -> sha256), or None
+    when it records that very checkpoint or its model is not shipped."""
+    current = shipped.get(card.name)
+    if current is None or card.checkpoint_sha256 == current:
+        return None
+    if card.checkpoint_sha256 is None:
+        return (f"this card records no checkpoint sha256, so it may describe weights other than the shipped "
+                f"{current[:12]}; rerun the evaluation")
+    return (f"measured checkpoint {card.checkpoint_sha256[:12]}, but the zoo now ships {current[:12]}: these numbers "
+            "describe replaced weights; rerun the evaluation")

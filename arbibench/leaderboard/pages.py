@@ -8,11 +8,13 @@ run a script injected through a card.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html
 from importlib import resources
 from urllib.parse import urlsplit
 
+from arbibench.cards import shipped_sha256, stale_checkpoint
 from arbibench.leaderboard.cards import ModelCard
 from arbibench.leaderboard.examples import ExampleSet
 from arbibench.leaderboard.figures import FigureFile
@@ -79,9 +81,22 @@ def tip(label: str, text: str, cls: str = "tag") -> str:
     )
 
 
+@functools.cache
+def _shipped() -> dict[str, str]:
+    return shipped_sha256()
+
+
+def stale_note(card: ModelCard) -> str | None:
+    """Why the card may describe weights other than the checkpoint shipped under its name (None: it does not)."""
+    return stale_checkpoint(card, _shipped())
+
+
 def badges(card: ModelCard) -> str:
-    """Flags with their meaning, plus the unreliable / quick / extra-data marks."""
+    """Flags with their meaning, plus the stale-checkpoint / unreliable / quick / extra-data marks."""
     out = []
+    stale = stale_note(card)
+    if stale:
+        out.append(tip("stale checkpoint", esc(stale), "tag unreliable"))
     if card.unreliable:
         out.append(tip("unreliable", esc(card.footnote or "The evaluation of this model is marked unreliable."),
                        "tag unreliable"))
@@ -383,6 +398,9 @@ def model_html(
         kpis.append(("median \u03b5*", eps_star_text(card.median_eps_star, card.threat_model)))
     kpi_html = "".join(f"<div class='kpi'><div class='k'>{k}</div><div class='v'>{v}</div></div>" for k, v in kpis)
     notes = ""
+    stale = stale_note(card)
+    if stale:
+        notes += f"<div class=\"note\"><strong>Stale checkpoint.</strong> {esc(stale)}</div>"
     if card.unreliable:
         notes += f"<div class=\"note\"><strong>Unreliable evaluation.</strong> {esc(card.footnote)}</div>"
     elif card.footnote:

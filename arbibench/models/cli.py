@@ -22,20 +22,25 @@ def zoo_list(
         None, help="Folder to look for checkpoints and imported models in; default: the package's checkpoint folder "
         "(imported models: the user model folder)."
     ),
+    model_info: Path = typer.Option(Path("model_info"), help="Folder of result cards to check against the shipped "
+                                    "checkpoints (<dataset>/<threat>/<name>.json)."),
 ) -> None:
     """List the zoo: name, dataset, method, backbone, parameters, clean accuracy and whether the checkpoint is present.
 
     Models registered but not shipped (the ImageNet ResNet-18s) show "not shipped"; put your own
-    <name>.safetensors in --model-dir (and pass model_dir= to load_model) to use them.
+    <name>.safetensors in --model-dir (and pass model_dir= to load_model) to use them. "result cards" names the
+    cards in --model-info of each model, and marks "stale" those that measured other weights than the shipped ones.
     """
     from arbibench.models.zoo import zoo_rows  # start-up: the zoo loads torch
 
     try:
         rows = zoo_rows(model_dir, dataset)
+        cards = result_card_status(model_info)
     except USER_ERRORS as e:
         fail(e)
     table = Table(title="arbibench model zoo")
-    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "checkpoint present"):
+    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "checkpoint present",
+                "result cards"):
         table.add_column(col, no_wrap=col == "name")
     for row in rows:
         acc = "-" if row["clean_acc"] is None else f"{100 * row['clean_acc']:.2f}%"
@@ -46,13 +51,44 @@ def zoo_list(
         if row["source"] != "arbibench":
             present = "yes (imported)" if row["present"] else "[red]missing[/]"
         table.add_row(
-            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, present
+            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, present,
+            cards.get(row["name"], "-"),
         )
     console.print(table)
     console.print(
         "clean accuracy: on the 10,000 test images, from each model card (imported models: on the first test "
         "images of the import check). source: arbibench's zoo, or the paper whose checkpoint was imported."
     )
+
+
+def result_card_status(model_info: Path) -> dict[str, str]:
+    """Model name -> its result cards under ``model_info`` by threat model, "current: Linf, corruptions" or
+    "stale: corruptions" (red) when a card did not measure the checkpoint shipped now. Cards only: no torch."""
+    from arbibench.cards import (  # start-up: beside the zoo listing, only when it runs
+        CardError,
+        parse_card,
+        parse_corruption_card,
+        read_card_json,
+        shipped_sha256,
+        stale_checkpoint,
+    )
+
+    shipped = shipped_sha256()
+    current: dict[str, list[str]] = {}
+    stale: dict[str, list[str]] = {}
+    for path in sorted(model_info.glob("*/*/*.json")) if model_info.is_dir() else []:
+        data = read_card_json(path)
+        try:
+            card = (parse_corruption_card if data.get("threat_model") == "corruptions" else parse_card)(path, data)
+        except CardError:
+            continue  # not a result card (e.g. a deploy record); `arbibench leaderboard build` names what is wrong
+        (stale if stale_checkpoint(card, shipped) else current).setdefault(card.name, []).append(card.threat_model)
+    out = {}
+    for name in sorted({*current, *stale}):
+        parts = [f"[red]stale: {', '.join(stale[name])}[/]"] if name in stale else []
+        parts += [f"current: {', '.join(current[name])}"] if name in current else []
+        out[name] = "; ".join(parts)
+    return out
 
 
 @zoo_app.command("table")
