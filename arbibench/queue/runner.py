@@ -225,15 +225,23 @@ class Runner:
             self._run_step(job, job.steps[i])
             self.state.elapsed_s[job.name] = round(self.state.elapsed_s.get(job.name, 0.0) + time.time() - t0, 1)
             self.state.done_steps[job.name] = i + 1
+            if i + 1 == len(job.steps):
+                self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             self.state.save()
-        self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        self.state.save()
-        if self.commit:
-            paths = [str(self.state.path.relative_to(self.repo)), *job.commit]
-            paths += [job.watch] if job.watch else []
-            paths += [job.snapshot[1]] if job.snapshot else []
-            git_commit(paths, f"Queue: {job.name} finished", self.repo)
+            if self.commit:  # what each step made is in the repository before the next step starts
+                done = "finished" if i + 1 == len(job.steps) else f"step {i + 1} of {len(job.steps)} done"
+                git_commit(self._job_paths(job), f"Queue: {job.name}, {done}", self.repo)
         self.log(f"queue: {job.name} finished")
+
+    def _job_paths(self, job: Job) -> list[str]:
+        try:
+            state = str(self.state.path.resolve().relative_to(self.repo.resolve()))
+        except ValueError:  # a state file outside the repository is not committed
+            state = None
+        paths = [*([state] if state else []), *job.commit]
+        paths += [job.watch] if job.watch else []
+        paths += [job.snapshot[1]] if job.snapshot else []
+        return paths
 
     def _run_step(self, job: Job, step: tuple[str, ...]) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
