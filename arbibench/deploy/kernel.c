@@ -26,8 +26,9 @@
  *              a centred sample's mean) is compared directly: x >= t is the same test as x - t >= 0, and x != t as
  *              x - t != 0, in IEEE arithmetic with subnormals (no flush-to-zero), for finite x and t.
  *
- * Threads: pthreads over (image, output row) pairs. Popcount, chosen at run time: AVX-512 (VPOPCNTQ, 8 output
- * pixels per vector), AVX2 (nibble lookup, 4 per vector), or scalar (the popcnt instruction where the CPU has it).
+ * Threads: pthreads over (image, output row) pairs, as many as the work pays for (ABK_WORK_PER_THREAD).
+ * Popcount, chosen at run time: AVX-512 (VPOPCNTQ, 8 output pixels per vector), AVX2 (nibble lookup, 4 per
+ * vector), or scalar (the popcnt instruction where the CPU has it).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@
 #define ABK_VERSION 4
 #define ABK_MAX_THREADS 256
 #define ABK_MAX_WORDS 256 /* KH * SW: words of one patch */
+#define ABK_WORK_PER_THREAD (1 << 19)
 
 enum { ISA_AUTO = 0, ISA_SCALAR = 1, ISA_AVX2 = 2, ISA_AVX512 = 3 };
 
@@ -612,6 +614,10 @@ int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W
             }
             j.kcol[ox] = (int32_t)(C * inside);
         }
+        /* a thread costs tens of microseconds to start: each one gets at least ABK_WORK_PER_THREAD word operations */
+        const int64_t work = N * OH * j.OWp * O * KH * j.SW;
+        const int64_t useful = work / ABK_WORK_PER_THREAD > 1 ? work / ABK_WORK_PER_THREAD : 1;
+        if (threads > useful) threads = (int)useful;
         rc = run_phase(&j, 0, N, threads);
         if (rc == 0) rc = run_phase(&j, 1, N * OH, threads);
     }
