@@ -9,12 +9,26 @@ on the same images). Pure numpy, like :mod:`arbibench.evaluation.metrics`.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
 from arbibench.evaluation.bootstrap import N_BOOTSTRAP, Estimate, bootstrap_image_means, percentile_interval
 from arbibench.evaluation.metrics import wilson_interval
 
-__all__ = ["N_BOOTSTRAP", "Estimate", "cell_accuracy", "mean_corruption_accuracy", "relative_accuracy"]
+__all__ = [
+    "N_BOOTSTRAP", "CorruptionSummary", "Estimate", "cell_accuracy", "mean_corruption_accuracy", "relative_accuracy",
+]
+
+
+class CorruptionSummary(TypedDict):
+    """What :func:`mean_corruption_accuracy` returns, each accuracy with its 95% interval."""
+
+    cells: list[list[Estimate]]  # [corruption][severity]
+    corruption: list[Estimate]  # per corruption, mean over its severities
+    mca: Estimate  # mean over every cell
+    clean: Estimate
+    relative_clean: Estimate  # mCA / clean accuracy
 
 
 def cell_accuracy(correct: np.ndarray) -> Estimate:
@@ -31,7 +45,7 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def mean_corruption_accuracy(
     correct: np.ndarray, clean: np.ndarray, *, n_boot: int = N_BOOTSTRAP, seed: int = 0
-) -> dict[str, object]:
+) -> CorruptionSummary:
     """From ``correct`` (bool [corruptions, severities, n]) and ``clean`` (bool [n]) on the same images:
     ``cells`` (Estimate [C][S]), ``corruption`` (Estimate per corruption, mean over severities), ``mca``,
     ``clean`` and ``relative_clean`` (mCA / clean accuracy)."""
@@ -43,13 +57,13 @@ def mean_corruption_accuracy(
     boot = bootstrap_image_means(stats, lambda m: m, n_boot, seed)  # [B, C + 2]
     point = stats.mean(-1)
     rel = _ratio(boot[:, c], boot[:, c + 1])
-    return {
-        "cells": [[cell_accuracy(correct[i, j]) for j in range(s)] for i in range(c)],
-        "corruption": [percentile_interval(boot[:, i], point[i]) for i in range(c)],
-        "mca": percentile_interval(boot[:, c], point[c]),
-        "clean": cell_accuracy(clean),
-        "relative_clean": percentile_interval(rel, point[c] / point[c + 1] if point[c + 1] > 0 else 0.0),
-    }
+    return CorruptionSummary(
+        cells=[[cell_accuracy(correct[i, j]) for j in range(s)] for i in range(c)],
+        corruption=[percentile_interval(boot[:, i], point[i]) for i in range(c)],
+        mca=percentile_interval(boot[:, c], point[c]),
+        clean=cell_accuracy(clean),
+        relative_clean=percentile_interval(rel, point[c] / point[c + 1] if point[c + 1] > 0 else 0.0),
+    )
 
 
 def relative_accuracy(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -20,13 +21,20 @@ from arbibench.evaluation.cli import (
 )
 from arbibench.terminal import console, fail
 
+if TYPE_CHECKING:
+    from torch import nn
+
+    from arbibench.protocol.corruptions import CorruptionEvaluation
+    from arbibench.protocol.presets import CorruptionProtocol, Protocol
+    from arbibench.protocol.run import ModelEvaluation
+
 protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
 
 
 DEMO_HELP = "The few-minute first look (a BNN against its twin on a few hundred images; not the protocol)."
 
 
-def _protocol(name: str, quick: bool, demo: bool = False):  # noqa: ANN202 - typer helper
+def _protocol(name: str, quick: bool, demo: bool = False) -> Protocol | CorruptionProtocol:
     from arbibench.protocol import presets  # start-up: the presets build attacks, which load torch
 
     try:
@@ -85,6 +93,7 @@ def protocol_run(
 
     from arbibench.evaluation.store import ResultStore  # start-up: as above
     from arbibench.protocol.cards import write_protocol_card  # start-up: the run loads torch
+    from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
     from arbibench.protocol.report import findings_table, model_table, summary_table  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
@@ -95,12 +104,12 @@ def protocol_run(
     for note in protocol.notes:
         console.print(f"[yellow]note[/]: {note}")
     t0 = time.perf_counter()
-    if protocol.threat_model == "corruptions":
+    if isinstance(protocol, CorruptionProtocol):
         _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir)
         console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
         return
 
-    def done(result, model) -> None:  # noqa: ANN001 - callback
+    def done(result: ModelEvaluation, model: nn.Module) -> None:
         console.print(model_table(result))
         for flag, meaning in result.flags.items():
             console.print(f"[yellow]flag {flag}[/]: {meaning}")
@@ -160,11 +169,12 @@ def protocol_report(
 
     from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
     from arbibench.files import atomic_write_json  # start-up: beside the run's imports
+    from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
     from arbibench.protocol.report import findings_table, summary_table  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
     protocol = _protocol(name, quick, demo)
-    if protocol.threat_model == "corruptions":
+    if isinstance(protocol, CorruptionProtocol):
         fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
     names = _protocol_models(models, protocol.dataset, model_dir)
     try:
@@ -184,14 +194,17 @@ def protocol_report(
         console.print(f"wrote {json_out}")
 
 
-def _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir) -> None:  # noqa: ANN001
+def _protocol_run_corruptions(
+    protocol: CorruptionProtocol, names: list[str], store: Path, model_info: Path, model_dir: Path | None,
+    device: str | None, data_dir: Path | None,
+) -> None:
     """The cifar10-c preset: every model on every CIFAR-10-C cell through the store, cards, the zoo table."""
     from arbibench.evaluation.store import ResultStore  # start-up: as above
     from arbibench.protocol.cards import write_corruption_card  # start-up: the run loads torch
     from arbibench.protocol.corruptions import run_corruption_protocol  # start-up: as above
     from arbibench.protocol.report import corruption_model_table, corruption_zoo_table  # start-up: as above
 
-    def done(result) -> None:  # noqa: ANN001 - callback
+    def done(result: CorruptionEvaluation) -> None:
         console.print(corruption_model_table(result))
         for flag, meaning in result.flags.items():
             console.print(f"[yellow]flag {flag}[/]: {meaning}")
@@ -290,9 +303,10 @@ def protocol_deploy_check(
     from arbibench.models.methods import get_method  # start-up: the presets load torch
     from arbibench.models.zoo import ZOO  # start-up: the zoo loads torch
     from arbibench.protocol.deploy_check import run_deploy_check  # start-up: loads torch
+    from arbibench.protocol.presets import Protocol  # start-up: as above
 
     protocol = _protocol(name, quick)
-    if not hasattr(protocol, "attacks"):
+    if not isinstance(protocol, Protocol):
         fail(ValueError(f"{name!r} has no attacks to check; use cifar10 or cifar10-l2"))
     if models.strip() == "all":
         names = [n for n, e in ZOO.items() if e.dataset == protocol.dataset and e.shipped

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,9 +39,9 @@ CLEAN = "clean"
 class CorruptionData:
     """What every model of a run shares: where the cells are, which images, their labels and checksums."""
 
-    data_dir: str | os.PathLike | None
+    data_dir: str | os.PathLike[str] | None
     source: str  # "official" or "regenerated"
-    manifest: dict | None
+    manifest: dict[str, Any] | None
     n_examples: int
     clean: np.ndarray  # uint8 [n, 32, 32, 3]
     labels: np.ndarray  # int64 [n]
@@ -51,7 +52,7 @@ class CorruptionData:
         return read_cell(corruption, severity, self.data_dir, self.n_examples)[0]
 
 
-def prepare_data(protocol: CorruptionProtocol, data_dir: str | os.PathLike | None) -> CorruptionData:
+def prepare_data(protocol: CorruptionProtocol, data_dir: str | os.PathLike[str] | None) -> CorruptionData:
     """Check the CIFAR-10-C folder against the clean test set and fingerprint every cell (one pass over the data)."""
     folder = cifar10c_dir(data_dir)
     manifest = read_manifest(folder)
@@ -118,7 +119,7 @@ def evaluate_cell(
     store: ResultStore,
     images: np.ndarray,
     data: CorruptionData,
-    spec: dict,
+    spec: dict[str, Any],
     label: str,
     *,
     batch_size: int,
@@ -225,10 +226,11 @@ def add_fp_ratios(results: Sequence[CorruptionEvaluation]) -> None:
     by_name = {r.model_name: r for r in results}
     for r in results:
         twin = fp_twin_of(r.model_name)
-        if twin is None or twin not in by_name or r.correct is None or by_name[twin].correct is None:
+        reference = None if twin is None or twin not in by_name else by_name[twin].correct
+        if twin is None or r.correct is None or reference is None:
             continue
         r.fp_twin = twin
-        r.relative_fp = relative_accuracy(r.correct, by_name[twin].correct, n_boot=r.protocol.n_bootstrap,
+        r.relative_fp = relative_accuracy(r.correct, reference, n_boot=r.protocol.n_bootstrap,
                                           seed=r.protocol.bootstrap_seed)
 
 
@@ -237,8 +239,8 @@ def run_corruption_protocol(
     models: Sequence[str],
     store: ResultStore,
     *,
-    data_dir: str | os.PathLike | None = None,
-    model_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
     device: str | torch.device | None = None,
     console: Console | None = None,
     progress: bool = True,

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from arbibench.attacks import BLACK_BOX, WHITE_BOX, get_attack
+from arbibench.attacks import BLACK_BOX as BLACK_BOX  # re-exported: the protocol's two attack families
+from arbibench.attacks import WHITE_BOX as WHITE_BOX
+from arbibench.attacks import get_attack
 from arbibench.data.cifar10c import CORRUPTIONS
 
 FAMILIES = (WHITE_BOX, BLACK_BOX)  # the protocol's two groups: score-, decision-based and transfer are black-box

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.table import Table
@@ -11,12 +12,15 @@ from arbibench.evaluation.findings import LESS_ROBUST, MORE_ROBUST, TwinComparis
 from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
 from arbibench.protocol.run import ALL, ModelEvaluation
 
+if TYPE_CHECKING:
+    from arbibench.protocol.corruptions import CorruptionEvaluation
+
 
 def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
 
-def _eps_star_text(summary: dict | None) -> str:
+def _eps_star_text(summary: dict[str, Any] | None) -> str:
     """Median eps* with its 95% interval, in 1/255 for Linf budgets; ``-`` when the run computed none."""
     if summary is None:
         return "-"
@@ -113,7 +117,7 @@ def _short_names(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
-def corruption_model_table(r) -> Table:  # noqa: ANN001 - a CorruptionEvaluation (kept import-free)
+def corruption_model_table(r: CorruptionEvaluation) -> Table:
     """One model: accuracy per corruption and severity, the mean per corruption with its 95% interval."""
     sev = r.protocol.severities
     t = Table(title=f"{r.model_name} \u2014 {r.protocol.label}, {r.source} CIFAR-10-C, {r.n_examples} images per cell")
@@ -131,7 +135,7 @@ def corruption_model_table(r) -> Table:  # noqa: ANN001 - a CorruptionEvaluation
     return t
 
 
-def corruption_zoo_table(results: Sequence) -> Table:
+def corruption_zoo_table(results: Sequence[CorruptionEvaluation]) -> Table:
     """Rows: corruptions (mean accuracy over the severities); columns: models; then clean, mCA and the ratios."""
     names = [r.model_name for r in results]
     short = _short_names(names)
