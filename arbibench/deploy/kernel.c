@@ -229,8 +229,32 @@ static void build_segments_narrow(const job_t *j, int64_t n) {
     }
 }
 
+/* The common case of a dense layer with zero padding and KW * C <= 64 (C <= 21 for 3x3): one word per segment. */
+static void build_segments_word(const job_t *j, int64_t n) {
+    const int64_t C = j->C, KW = j->KW, W = j->W, sw = j->sw, pw = j->pw;
+    for (int64_t iy = 0; iy < j->H; iy++) {
+        const uint64_t *vrow = j->val + (n * j->H + iy) * W;
+        uint64_t *dst = j->seg + seg_at(j, n, iy, 0);
+        for (int64_t ox = 0; ox < j->OW; ox++) {
+            const int64_t ix0 = ox * sw - pw;
+            uint64_t t = 0;
+            if (ix0 >= 0 && ix0 + KW <= W) {
+                for (int64_t kx = 0; kx < KW; kx++) t |= vrow[ix0 + kx] << (kx * C);
+            } else {
+                for (int64_t kx = 0; kx < KW; kx++)
+                    if (ix0 + kx >= 0 && ix0 + kx < W) t |= vrow[ix0 + kx] << (kx * C);
+            }
+            dst[ox] = t;
+        }
+    }
+}
+
 static void build_segments(const job_t *j, int64_t n, uint64_t *tmp, uint64_t *tmpm) {
     const int64_t C = j->C, nw = j->nw, SW = j->SW;
+    if (nw == 1 && j->KW * C <= 64 && !j->masked && j->pad_value == 0) {
+        build_segments_word(j, n);
+        return;
+    }
     if (nw == 1 && SW <= 8) {
         build_segments_narrow(j, n);
         return;
@@ -410,26 +434,12 @@ __attribute__((target("avx2"))) static void block_avx2(const job_t *j, int64_t n
     }
 }
 
-/* 8 output pixels per vector, VPOPCNTQ. */
-__attribute__((target("avx512f,avx512vpopcntdq,avx2"))) static void block_avx512(const job_t *j, int64_t n,
-                                                                                  int64_t oy, const rows_t *r,
-                                                                                  int64_t ox0) {
-    const int64_t SW = j->SW, L = j->KH * SW;
-    __m512i a[ABK_MAX_WORDS], v[ABK_MAX_WORDS];
-    int64_t widx[ABK_MAX_WORDS];
-    int64_t nl = 0;
-    for (int64_t k = 0; k < r->nrows; k++) {
-        const int64_t ky = r->rows[k] >> 16, iy = r->rows[k] & 0xffff;
-        for (int64_t q = 0; q < SW; q++, nl++) {
-            const int64_t at = seg_at(j, n, iy, q) + ox0;
-            a[nl] = _mm512_loadu_si512((const void *)(j->seg + at));
-            v[nl] = j->wmask ? _mm512_loadu_si512((const void *)(j->segm + at))
-                             : _mm512_loadu_si512((const void *)(j->valid + q * j->OWp + ox0));
-            widx[nl] = ky * SW + q;
-        }
-    }
-    const __m256i kv = _mm256_mullo_epi32(_mm256_loadu_si256((const __m256i *)(j->kcol + ox0)),
-                                          _mm256_set1_epi32((int)r->nrows));
+/* Every output channel of one block; inlined with a constant word count nl, so the block's patch stays in
+ * registers across output channels. */
+__attribute__((target("avx512f,avx512vpopcntdq,avx2"), always_inline)) static inline void block_avx512_channels(
+    const job_t *j, int64_t n, int64_t oy, int64_t ox0, const __m512i *a, const __m512i *v, const int64_t *widx,
+    const int64_t nl, const __m256i kv) {
+    const int64_t L = j->KH * j->SW;
     const int full = j->OW - ox0 >= 8;
     for (int64_t o = 0; o < j->O; o++) {
         const uint64_t *w = j->wval + o * L;
@@ -480,6 +490,37 @@ __attribute__((target("avx512f,avx512vpopcntdq,avx2"))) static void block_avx512
             _mm256_storeu_ps(vals, y);
             store_row(j, n, o, oy, ox0, 8, vals);
         }
+    }
+}
+
+/* 8 output pixels per vector, VPOPCNTQ. */
+__attribute__((target("avx512f,avx512vpopcntdq,avx2"))) static void block_avx512(const job_t *j, int64_t n,
+                                                                                  int64_t oy, const rows_t *r,
+                                                                                  int64_t ox0) {
+    const int64_t SW = j->SW;
+    __m512i a[ABK_MAX_WORDS], v[ABK_MAX_WORDS];
+    int64_t widx[ABK_MAX_WORDS];
+    int64_t nl = 0;
+    for (int64_t k = 0; k < r->nrows; k++) {
+        const int64_t ky = r->rows[k] >> 16, iy = r->rows[k] & 0xffff;
+        for (int64_t q = 0; q < SW; q++, nl++) {
+            const int64_t at = seg_at(j, n, iy, q) + ox0;
+            a[nl] = _mm512_loadu_si512((const void *)(j->seg + at));
+            v[nl] = j->wmask ? _mm512_loadu_si512((const void *)(j->segm + at))
+                             : _mm512_loadu_si512((const void *)(j->valid + q * j->OWp + ox0));
+            widx[nl] = ky * SW + q;
+        }
+    }
+    const __m256i kv = _mm256_mullo_epi32(_mm256_loadu_si256((const __m256i *)(j->kcol + ox0)),
+                                          _mm256_set1_epi32((int)r->nrows));
+    switch (nl) { /* constant word counts of ResNet layers (3x3: 3 for C <= 21, 6 for C <= 42, 9 for C <= 64) */
+    case 1: block_avx512_channels(j, n, oy, ox0, a, v, widx, 1, kv); break;
+    case 2: block_avx512_channels(j, n, oy, ox0, a, v, widx, 2, kv); break;
+    case 3: block_avx512_channels(j, n, oy, ox0, a, v, widx, 3, kv); break;
+    case 4: block_avx512_channels(j, n, oy, ox0, a, v, widx, 4, kv); break;
+    case 6: block_avx512_channels(j, n, oy, ox0, a, v, widx, 6, kv); break;
+    case 9: block_avx512_channels(j, n, oy, ox0, a, v, widx, 9, kv); break;
+    default: block_avx512_channels(j, n, oy, ox0, a, v, widx, nl, kv); break;
     }
 }
 #endif
