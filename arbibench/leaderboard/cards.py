@@ -73,12 +73,12 @@ def load_cards(model_info: Path) -> list[ModelCard]:
     decoded = [(p, read_card_json(p)) for p in files]
     cards = [parse_card(p, d) for p, d in decoded
              if not (isinstance(d, dict) and d.get("threat_model") == CORRUPTIONS_THREAT)]
-    seen: dict[tuple[str, str, str], Path] = {}
+    seen: dict[tuple[str, str, str], Path | None] = {}
     for card in cards:
         key = (*card.group, card.name)
         if key in seen:
             raise CardError(
-                card.path, "name", f"{card.name!r} is also the name of {seen[key]} on the same leaderboard "
+                card.path or model_info, "name", f"{card.name!r} is also the name of {seen[key]} on the same leaderboard "
                 f"({card.dataset}, {card.threat_model})"
             )
         seen[key] = card.path

@@ -34,12 +34,12 @@ def load_corruption_cards(model_info: Path) -> list[CorruptionCard]:
         data = read_card_json(path)
         if isinstance(data, dict) and data.get("threat_model") == CORRUPTIONS_THREAT:
             cards.append(parse_corruption_card(path, data))
-    seen: dict[tuple[str, str], Path] = {}
+    seen: dict[tuple[str, str], Path | None] = {}
     for card in cards:
         key = (card.dataset, card.name)
         if key in seen:
-            raise CardError(card.path, "name", f"{card.name!r} is also the name of {seen[key]} on the corruptions "
-                            f"leaderboard of {card.dataset}")
+            raise CardError(card.path or model_info, "name", f"{card.name!r} is also the name of {seen[key]} on the "
+                            f"corruptions leaderboard of {card.dataset}")
         seen[key] = card.path
     return sorted(cards, key=lambda c: (-c.corruptions_acc, c.name))
 

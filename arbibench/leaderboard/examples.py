@@ -92,7 +92,9 @@ def write_examples(npz: Path, folder: Path, site_root: Path) -> ExampleSet:
             paths.append(target.relative_to(site_root).as_posix())
         items.append(
             ExampleImages(
-                *paths,
+                clean=paths[0],
+                adv=paths[1],
+                perturbation=paths[2],
                 label=int(arrays["y"][i]),
                 pred_clean=int(arrays["pred_clean"][i]),
                 pred_adv=int(arrays["pred_adv"][i]),

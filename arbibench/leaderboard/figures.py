@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 import numpy as np
@@ -18,11 +19,14 @@ from matplotlib.figure import Figure
 from arbibench.leaderboard.cards import LeaderboardError
 from arbibench.leaderboard.ranking import Board, slug
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType  # matplotlib >= 3.9; annotations only
+
 FORMATS = ("png", "svg", "pdf")
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {  # matplotlib rc parameters, as rc_context takes them
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.titleweight": "bold",

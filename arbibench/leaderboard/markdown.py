@@ -9,7 +9,7 @@ as a plain mapping, never from the zoo registry (which loads torch).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from arbibench.cards import CorruptionCard
 from arbibench.leaderboard.cards import ModelCard, order_families
@@ -164,7 +164,7 @@ def _machines(checkpoint_cards: Mapping[str, Mapping[str, object]]) -> str:
     return "; ".join(f"{where} ({_count(n, 'model')})" for where, n in sorted(counts.items()))
 
 
-def _checkpoints(cards: list[ModelCard] | list[CorruptionCard], pins: Mapping[str, str]) -> str:
+def _checkpoints(cards: Sequence[ModelCard | CorruptionCard], pins: Mapping[str, str]) -> str:
     """Each result card's checkpoint sha256 (first 12 hex digits) and whether the zoo still pins those bytes."""
     parts = []
     for card in sorted(cards, key=lambda c: c.name):

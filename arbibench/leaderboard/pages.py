@@ -41,7 +41,7 @@ def safe_url(url: str | None) -> str | None:
 
 
 def _static(name: str) -> str:
-    return resources.files("arbibench.leaderboard").joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files("arbibench.leaderboard").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 def page(title: str, body: str, script: str | None = None) -> str:

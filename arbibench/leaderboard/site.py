@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from arbibench.cards import CLASS_NAMES
+from arbibench.cards import CLASS_NAMES, CorruptionCard
 from arbibench.faults import fault_point
 from arbibench.leaderboard.cards import LeaderboardError, load_cards
 from arbibench.leaderboard.corruptions import corruption_section, load_corruption_cards, write_corruption_figures
@@ -61,7 +61,8 @@ def _check_replaceable(out: Path) -> None:
 
 
 def _write_site(
-    root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int, corruption_cards: list | None = None,
+    root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int,
+    corruption_cards: list[CorruptionCard] | None = None,
 ) -> BuildReport:
     figures: list[FigureFile] = write_figures(boards, root / "figures", formats)
     corruption_cards = corruption_cards or []
