@@ -12,9 +12,11 @@ import importlib.util
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,11 +130,11 @@ def test_worker_sigkilled_mid_run_still_equals_local(ray_head: tuple[str, dict, 
     _assert_same_rows(local_store, tmp_path / "ray.db")
 
 
-def _eval(store: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+def _eval(store: Path, env: dict[str, str], *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "arbibench.cli", "eval", "--model", "resnet20_bnn", "--attacks",
            "fgsm,square(max_queries=30)", "-n", "60", "--batch-size", "20", "--store", str(store), "--no-checks",
            *extra]  # fmt: skip
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_killed_driver_resumes_from_the_store(ray_head: tuple[str, dict, int], tmp_path: Path) -> None:
@@ -148,3 +150,86 @@ def test_killed_driver_resumes_from_the_store(ray_head: tuple[str, dict, int], t
     resumed = _eval(tmp_path / "ray.db", env, *cluster)
     assert resumed.returncode == 0, resumed.stderr
     assert _rows(tmp_path / "local.db") == _rows(tmp_path / "ray.db")
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_refused_cluster_address_fails_at_once_naming_it(tmp_path: Path, data_dir: Path) -> None:
+    """Nothing listens at the address: one error naming it (ray.init alone retries such an address for ever)."""
+    address = f"127.0.0.1:{_closed_port()}"
+    env = {**os.environ, "ARBIBENCH_DATA": str(data_dir)}
+    result = _eval(tmp_path / "ray.db", env, "--backend", "ray", "--address", address, timeout=90)
+    out = " ".join((result.stdout + result.stderr).split())  # the console wraps long lines
+    assert result.returncode == 2, out  # the CLI's exit status for a user error
+    assert f"cannot reach the Ray cluster at {address}: connection refused" in out
+    assert "Traceback" not in out and out.count("cannot reach the Ray cluster") == 1
+
+
+def test_silent_cluster_address_fails_within_the_connect_timeout() -> None:
+    """A port that accepts connections but where no Ray head answers: ray.init would wait for ever, the backend
+    gives up after its connect timeout (5 s here) with one error naming the address."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        code = ("import sys\nfrom arbibench.evaluation.backends import BackendError\n"
+                "from arbibench.evaluation.ray_backend import connect_ray\n"
+                f"try:\n    connect_ray({address!r}, timeout=5)\n"
+                "except BackendError as e:\n    print(e)\n    sys.exit(3)\n")
+        env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert f"the Ray cluster at {address} did not accept this driver within 5 s" in result.stdout
+
+
+def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int], local_store: Path,
+                                                 tmp_path: Path, data_dir: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed while another actor waits for its CPU cannot be restarted: the driver stops giving it
+    batches after REVIVE_S (5 s here) and finishes on the other worker, instead of waiting on it for ever."""
+    import ray
+
+    from arbibench.evaluation import ray_backend
+    from arbibench.evaluation.ray_backend import RayBackend
+
+    class CpuHolder:  # defined here, so that Ray ships it by value: the workers cannot import this test module
+        """Takes a CPU of the cluster, so that a worker Ray restarts finds none."""
+
+        def ready(self) -> bool:
+            return True
+
+    monkeypatch.setattr(ray_backend, "REVIVE_S", 5.0)
+    backend = RayBackend(address=ray_head[0], workers=2, worker_threads=1)
+    holder: list = []
+
+    def kill_a_worker(committed: int) -> None:
+        if committed == 4 and not holder:
+            holder.append(ray.remote(num_cpus=1)(CpuHolder).remote())  # pending: both CPUs are the workers'
+            time.sleep(1.0)  # queued before the restart asks for the CPU
+            os.kill(backend.pids[0], signal.SIGKILL)
+
+    backend.on_commit = kill_a_worker
+
+    def stuck(signum: int, frame: object) -> None:
+        raise TimeoutError("the driver waited on a worker that never came back")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(180)
+    try:
+        with ResultStore(tmp_path / "ray.db") as store:
+            run_protocol(PROTOCOL, MODELS, store, data_dir=data_dir, progress=False, backend=backend)
+        assert ray.get(holder[0].ready.remote(), timeout=30)  # the holder got the dead worker's CPU ...
+        assert backend.revived == 0 and backend.lost_workers == {0}  # ... so it never came back, and was dropped
+        assert backend.retried >= 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        for actor in holder:
+            ray.kill(actor)
+        backend.close()
+    _assert_same_rows(local_store, tmp_path / "ray.db")

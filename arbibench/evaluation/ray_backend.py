@@ -6,13 +6,20 @@ with a checkpoint whose sha256 is not the one the driver loaded, or whose weight
 checks that each batch's images arrive with the driver's dtype, shape and strides. The driver keeps at most
 ``IN_FLIGHT_PER_WORKER`` batches per worker queued, the most expensive first (query attacks, then by budget), and
 commits each finished batch in its own transaction. A batch whose worker died (killed, out of memory, node lost) goes
-back to the queue and runs on a live worker (Ray restarts the dead actor); an error raised by an attack stops the
-run, as in the local runner (the caller's ``close()`` stops the workers), and a rerun resumes from the store.
+back to the queue and runs on a live worker (Ray restarts the dead actor; one that is not back within
+``REVIVE_S`` is dropped, and with none left the run stops with an error); an error raised by an attack stops the
+run, as in the local runner (the caller's ``close()`` stops the workers), and a rerun resumes from the store. A
+cluster address that refuses or never answers fails within ``CONNECT_TIMEOUT_S``, naming the address.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import socket
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,7 +44,83 @@ from arbibench.models.zoo import get_entry, load_model, verified_checkpoint
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting at the actor so that it never idles on a round trip
 WORKER_START_S = 120.0
 MAX_ATTEMPTS = 5  # a batch whose worker died this many times stops the run (something kills every worker)
-RESTART_PAUSE_S = 5.0  # a worker that died gets no batch for this long (Ray restarts it meanwhile)
+RESTART_PAUSE_S = 5.0  # between probes of a worker that died and is not back yet
+REVIVE_S = WORKER_START_S  # a worker that died and is not back within this long is dropped
+POLL_S = 1.0  # the driver waits on results at most this long at a time, to notice workers that did not come back
+# ray.init retries an address where no Ray head answers for ever: a refused or unreachable cluster address fails
+# within this many seconds instead, with one error naming it.
+CONNECT_TIMEOUT_S = 30.0
+
+
+def _refused(address: str, timeout: float) -> str | None:
+    """Why nothing answers at a ``host:port`` address (refused, no route, no answer in time), or None if it does."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # "auto", "ray://...": ray.init resolves those itself
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except ConnectionRefusedError:
+        return "connection refused (nothing listens on that port)"
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    except OSError as e:
+        return e.strerror or str(e)
+
+
+class _OffMainThread(logging.Filter):
+    """Hides Ray's note that ray.init ran off the main thread: :func:`connect_ray` sets that SIGTERM handler itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    sys.exit(signum)  # as Ray's own handler: SIGTERM unwinds the driver, so that close() and the store's exits run
+
+
+def connect_ray(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """``ray.init`` on ``address``, or one BackendError naming the address within about ``timeout`` seconds.
+
+    A port that refuses or never answers is found by a plain TCP connection first; a port that answers but where no
+    Ray head accepts the driver is found by a watchdog on ``ray.init`` (which would otherwise retry for ever; its
+    thread is left behind, as a failed connection leaves nothing to close). Without an address, a private Ray is
+    started on this machine, as ray.init does.
+    """
+    options: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False, "logging_level": "warning"}
+    if address is None:
+        ray.init(**options)
+        return
+    if why := _refused(address, timeout):
+        raise BackendError(
+            f"cannot reach the Ray cluster at {address}: {why}. Start its head (`ray start --head`), or pass the "
+            "address that `ray start` printed to --address (or $RAY_ADDRESS)"
+        )
+    done, failure = threading.Event(), []
+
+    def init() -> None:
+        try:
+            ray.init(address=address, **options)
+        except Exception as e:  # noqa: BLE001 - handed to the caller's thread below
+            failure.append(e)
+        finally:
+            done.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    quiet = _OffMainThread()
+    logging.getLogger("ray._private.worker").addFilter(quiet)
+    try:
+        threading.Thread(target=init, name="arbibench-ray-connect", daemon=True).start()
+        if not done.wait(timeout):
+            raise BackendError(
+                f"the Ray cluster at {address} did not accept this driver within {timeout:g} s: is a Ray head of the "
+                "same version listening there? check with `ray status --address ...`"
+            )
+    finally:
+        logging.getLogger("ray._private.worker").removeFilter(quiet)
+    if failure:
+        raise BackendError(f"cannot connect to the Ray cluster at {address}: {failure[0]}") from failure[0]
 
 
 @dataclass(frozen=True)
@@ -158,6 +241,11 @@ class RayBackend(Backend):
         self.actors: list[Any] = []
         self.pids: list[int] = []  # of the workers as started (a restarted worker has another)
         self.retried = 0  # batches sent again because their worker died
+        self.lost_workers: set[int] = set()  # workers that died and did not come back; given no more batches
+        self.revived = 0  # times a worker that died came back (restarted by Ray) and got batches again
+        self._probes: dict[Any, int] = {}  # probe ref -> worker that died, until it answers
+        self._probe_deadline: dict[int, float] = {}  # worker that died -> when it is dropped unless back
+        self._reprobe_at: dict[int, float] = {}  # worker whose probe failed (still down) -> when to probe again
         self.on_commit: Callable[[int], None] | None = None  # called with the number of batches committed so far
         self._committed = 0
         self._we_started_ray = False
@@ -175,7 +263,7 @@ class RayBackend(Backend):
                     "(a running cluster, e.g. one started with `ray start --head --node-ip-address=127.0.0.1`), or "
                     "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before arbibench imports Ray"
                 )
-            ray.init(address=self.address, log_to_driver=False, include_dashboard=False, logging_level="warning")  # type: ignore[arg-type]  # ray annotates int; logging takes names too
+            connect_ray(self.address)
             self._we_started_ray = True
         cpus = int(ray.cluster_resources().get("CPU", 0))  # type: ignore[no-untyped-call]  # ray: unannotated
         n = self.workers or max(1, cpus // self.worker_threads)
@@ -202,6 +290,10 @@ class RayBackend(Backend):
         for a in self.actors:
             ray.kill(a)
         self.actors, self.pids = [], []
+        self.lost_workers.clear()
+        self._probes.clear()
+        self._probe_deadline.clear()
+        self._reprobe_at.clear()
         self._attack_refs.clear()
         if self._we_started_ray and ray.is_initialized():
             ray.shutdown()
@@ -242,8 +334,8 @@ class RayBackend(Backend):
         total += sum(self._size(p, b) for p, _, _, missing in attack_keys for b in missing)
         if total == 0:
             return
+        self._start()  # before the progress bar: a cluster that cannot be reached fails here, with nothing shown
         task = progress.add_task("ray", total=total)
-        self._start()
         self._run_jobs(list(clean_jobs.values()), progress, task)
         attack_jobs: dict[tuple[str, int], _Job] = {}
         for plan, attack, key, missing in attack_keys:
@@ -281,14 +373,18 @@ class RayBackend(Backend):
         )
 
     def _run_jobs(self, jobs: list[_Job], progress: Progress, task: Any) -> None:
+        """Keep every usable worker fed until all jobs are committed.
+
+        A worker whose batch failed because it died gets nothing new until it answers a probe (Ray restarts it):
+        one that has not come back within ``REVIVE_S`` (no free CPU for it, its node gone) is dropped, so the
+        driver never waits on a worker that will not return; with every worker dropped the run stops with an error.
+        """
         queue = deque(jobs)
         in_flight: dict[Any, tuple[_Job, int]] = {}
         load = [0] * len(self.actors)
-        resting = [0.0] * len(self.actors)  # a worker Ray is restarting gets nothing new until then
         while queue or in_flight:
             while queue:
-                now = time.monotonic()
-                ready = [w for w, n in enumerate(load) if n < IN_FLIGHT_PER_WORKER and resting[w] <= now]
+                ready = [w for w, n in enumerate(load) if n < IN_FLIGHT_PER_WORKER and not self._down(w)]
                 if not ready:
                     break
                 job = queue.popleft()
@@ -298,21 +394,28 @@ class RayBackend(Backend):
                 worker = min(ready, key=lambda w: load[w])
                 in_flight[self._submit(job, worker)] = (job, worker)
                 load[worker] += 1
-            if not in_flight:
-                time.sleep(0.2)  # every worker is restarting
+            self._tend_probes()
+            if not in_flight and not self._probes:
+                time.sleep(0.2)  # every worker that is not dropped waits for its next probe
                 continue
-            (ref,), _ = ray.wait(list(in_flight), num_returns=1)
+            done, _ = ray.wait([*in_flight, *self._probes], num_returns=1, timeout=POLL_S)
+            if not done:
+                continue
+            (ref,) = done
+            if ref in self._probes:
+                self._probe_answered(ref)
+                continue
             job, worker = in_flight.pop(ref)
             load[worker] -= 1
             try:
                 outcome, seconds = ray.get(ref)
-            except RayActorError as e:  # the worker died or is restarting: the batch goes to a live worker
-                resting[worker] = time.monotonic() + RESTART_PAUSE_S
+            except RayActorError as e:  # the worker died: the batch goes to a live worker, the worker is probed
+                self._probe(worker)
                 job.attempts += 1
                 if job.attempts >= MAX_ATTEMPTS:
                     raise BackendError(
                         f"batch {job.batch_index} of {job.attack.name if job.attack else CLEAN} lost its worker "
-                        f"{job.attempts} times ({e}); see the Ray logs of the cluster"
+                        f"{job.attempts} times ({e}); see the Ray logs of the cluster at {self._where()}"
                     ) from e
                 self.retried += 1
                 queue.appendleft(job)
@@ -324,3 +427,52 @@ class RayBackend(Backend):
             progress.advance(task, len(outcome.clean_correct))
             if self.on_commit is not None:
                 self.on_commit(self._committed)
+
+    def _where(self) -> str:
+        return self.address or "this machine"
+
+    def _probe(self, worker: int) -> None:
+        """Ask a worker that died whether Ray has restarted it (its queue is empty: it answers as soon as it is up)."""
+        if worker not in self._probes.values() and worker not in self._reprobe_at and worker not in self.lost_workers:
+            self._probes[self.actors[worker].info.remote()] = worker
+            self._probe_deadline.setdefault(worker, time.monotonic() + REVIVE_S)
+
+    def _probe_answered(self, ref: Any) -> None:
+        """A dead worker's probe came back: it is usable again, or (still down) probed again after a pause."""
+        worker = self._probes.pop(ref)
+        try:
+            ray.get(ref)
+        except RayActorError:
+            self._reprobe_at[worker] = time.monotonic() + RESTART_PAUSE_S
+        else:
+            self._probe_deadline.pop(worker, None)
+            self.revived += 1
+
+    def _tend_probes(self) -> None:
+        """Probe again the workers due, drop those that did not come back in time; with none left, one error."""
+        now = time.monotonic()
+        for worker, when in list(self._reprobe_at.items()):
+            if now >= when:
+                del self._reprobe_at[worker]
+                self._probe(worker)
+        for worker, deadline in list(self._probe_deadline.items()):
+            if now > deadline:
+                self._lose(worker)
+        if len(self.lost_workers) == len(self.actors):
+            raise BackendError(
+                f"every Ray worker of the cluster at {self._where()} died and none came back within "
+                f"{REVIVE_S:g} s (no free CPUs for them, or their nodes are gone); check `ray status`, then "
+                "rerun: the committed batches are kept"
+            )
+
+    def _down(self, worker: int) -> bool:
+        """Whether a worker is being probed after dying, or was dropped."""
+        return worker in self._probe_deadline or worker in self.lost_workers
+
+    def _lose(self, worker: int) -> None:
+        self.lost_workers.add(worker)
+        self._probe_deadline.pop(worker, None)
+        self._reprobe_at.pop(worker, None)
+        for ref in [r for r, w in self._probes.items() if w == worker]:
+            del self._probes[ref]
+        ray.kill(self.actors[worker], no_restart=True)  # a restart that comes later must not take CPUs
