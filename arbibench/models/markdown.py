@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from arbibench.models.pins import PIN_FILE, read_pins
 
@@ -29,7 +30,7 @@ def _start(init_from: str | None) -> str:
     return f"from `{Path(init_from).parent.name if init_from.endswith('.safetensors') else init_from}`"
 
 
-def recipe_summary(card: dict) -> str:
+def recipe_summary(card: dict[str, Any]) -> str:
     """The card's recipe in one line: kind, epochs and steps, start, optimiser, schedule, BatchNorm re-estimation."""
     r = card.get("recipe")
     if not r:
@@ -60,7 +61,7 @@ def recipe_summary(card: dict) -> str:
     return text
 
 
-def _goal(card: dict) -> str:
+def _goal(card: dict[str, Any]) -> str:
     goal = ACCURACY_GOAL.get(card.get("method", ""))
     if goal is None or card.get("training") == "adversarial" or card.get("clean_acc") is None:
         return "-"
@@ -68,7 +69,7 @@ def _goal(card: dict) -> str:
     return f">= {100 * goal:.0f}%: met" if gap <= 0 else f">= {100 * goal:.0f}%: {gap:.2f} points short"
 
 
-def shipped_cards(model_dir: str | os.PathLike | None = None) -> dict[str, dict]:
+def shipped_cards(model_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
     """The card of every pinned (shipped) checkpoint that has one in ``model_dir`` (default: the package's), by name,
     in the pin file's order."""
     folder = Path(model_dir) if model_dir is not None else PIN_FILE.parent
@@ -80,7 +81,7 @@ def shipped_cards(model_dir: str | os.PathLike | None = None) -> dict[str, dict]
     return cards
 
 
-def zoo_markdown(model_dir: str | os.PathLike | None = None, dataset: str = "cifar10") -> str:
+def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:
     """One row per shipped model of ``dataset`` that has a card in ``model_dir`` (default: the package's)."""
     cards = shipped_cards(model_dir)
     datasets = sorted({card.get("dataset", "") for card in cards.values()})

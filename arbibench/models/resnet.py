@@ -97,11 +97,14 @@ class BasicBlock(nn.Module):
         self.shortcut = downsample_shortcut(in_planes, planes, stride, method)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor
         if self.per_conv:
             out = self.act1(self.bn1(self.conv1(x)) + self.shortcut(x))
-            return self.act2(self.bn2(self.conv2(out)) + out)
-        out = self.act1(self.bn1(self.conv1(x)))
-        return self.act2(self.bn2(self.conv2(out)) + self.shortcut(x))
+            out = self.act2(self.bn2(self.conv2(out)) + out)
+        else:
+            out = self.act1(self.bn1(self.conv1(x)))
+            out = self.act2(self.bn2(self.conv2(out)) + self.shortcut(x))
+        return out
 
 
 class ResNet(nn.Module):
@@ -157,7 +160,8 @@ class ResNet(nn.Module):
         out = F.adaptive_avg_pool2d(out, 1).flatten(1)
         if self.classifier_bn is not None:
             out = self.classifier_bn(out)
-        return self.fc(out)
+        logits: torch.Tensor = self.fc(out)
+        return logits
 
 
 

@@ -43,7 +43,8 @@ class VGGSmall(nn.Module):
                 nn.init.kaiming_normal_(m.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.features(self.normalize(x)).flatten(1))
+        logits: torch.Tensor = self.fc(self.features(self.normalize(x)).flatten(1))
+        return logits
 
 
 def vgg_small(method: Method | str = "fp", num_classes: int = 10) -> VGGSmall:

@@ -21,6 +21,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -99,7 +100,7 @@ def user_model_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "arbibench" / "models"
 
 
-def imported_entry(name: str, model_dir: str | os.PathLike | None = None) -> ZooEntry | None:
+def imported_entry(name: str, model_dir: str | os.PathLike[str] | None = None) -> ZooEntry | None:
     """The entry of a model imported into ``model_dir`` (default: the user model folder), from its card; or None."""
     card_path = Path(model_dir or user_model_dir()) / f"{name}.json"
     if not card_path.is_file():
@@ -116,7 +117,7 @@ def imported_entry(name: str, model_dir: str | os.PathLike | None = None) -> Zoo
     return ZooEntry(name, card["architecture"], card["method"], card["dataset"], card["sha256"], source=card["source"])
 
 
-def imported_entries(model_dir: str | os.PathLike | None = None) -> list[ZooEntry]:
+def imported_entries(model_dir: str | os.PathLike[str] | None = None) -> list[ZooEntry]:
     """Every model imported into ``model_dir`` (default: the user model folder), by name."""
     folder = Path(model_dir or user_model_dir())
     if not folder.is_dir():
@@ -140,7 +141,7 @@ def zoo_datasets() -> list[str]:
     return sorted({e.dataset for e in ZOO.values()})
 
 
-def get_entry(name: str, dataset: str = "cifar10", model_dir: str | os.PathLike | None = None) -> ZooEntry:
+def get_entry(name: str, dataset: str = "cifar10", model_dir: str | os.PathLike[str] | None = None) -> ZooEntry:
     """The entry ``name`` of ``dataset`` (a zoo name, or a model imported into ``model_dir``), or one ValueError
     listing the models known for that dataset."""
     entry = ZOO.get(name) or imported_entry(name, model_dir)
@@ -155,11 +156,12 @@ def get_entry(name: str, dataset: str = "cifar10", model_dir: str | os.PathLike 
     return entry
 
 
-def load_card(name: str, model_dir: str | os.PathLike | None = None) -> dict:
+def load_card(name: str, model_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     path = Path(model_dir or CHECKPOINT_DIR) / f"{name}.json"
     if not path.is_file():
         raise FileNotFoundError(f"no model card {path} for {name!r}")
-    return json.loads(path.read_text())
+    card: dict[str, Any] = json.loads(path.read_text())
+    return card
 
 
 def _missing_checkpoint_message(entry: ZooEntry, path: Path) -> str:
@@ -181,12 +183,12 @@ def _missing_checkpoint_message(entry: ZooEntry, path: Path) -> str:
     return f"checkpoint {path} for {entry.name!r} is missing; {how}"
 
 
-def entry_folder(entry: ZooEntry, model_dir: str | os.PathLike | None = None) -> Path:
+def entry_folder(entry: ZooEntry, model_dir: str | os.PathLike[str] | None = None) -> Path:
     """Where ``entry``'s checkpoint is looked up: ``model_dir``, else the user folder (imported) or the package's."""
     return Path(model_dir or (user_model_dir() if entry.source else CHECKPOINT_DIR))
 
 
-def verified_checkpoint(entry: ZooEntry, model_dir: str | os.PathLike | None = None) -> Path:
+def verified_checkpoint(entry: ZooEntry, model_dir: str | os.PathLike[str] | None = None) -> Path:
     """Path of ``entry``'s checkpoint after checking it exists and, when the entry pins one, its sha256."""
     path = entry_folder(entry, model_dir) / entry.filename
     if not path.is_file():
@@ -212,7 +214,7 @@ def _listed(keys: list[str]) -> str:
 
 
 def read_checkpoint(
-    path: str | os.PathLike, model: torch.nn.Module, what: str = "the model"
+    path: str | os.PathLike[str], model: torch.nn.Module, what: str = "the model"
 ) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file, after checking their names and shapes are ``model``'s state dict's.
 
@@ -246,7 +248,7 @@ def read_checkpoint(
 
 def load_model(
     model_name: str,
-    model_dir: str | os.PathLike | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
     dataset: str = "cifar10",
     *,
     device: str | torch.device | None = None,
@@ -270,7 +272,7 @@ def parameter_count(arch: str, method: str) -> int:
     return sum(p.numel() for p in build_model(arch, method).parameters())
 
 
-def zoo_rows(model_dir: str | os.PathLike | None = None, dataset: str | None = None) -> list[dict]:
+def zoo_rows(model_dir: str | os.PathLike[str] | None = None, dataset: str | None = None) -> list[dict[str, Any]]:
     """One row per zoo entry (of ``dataset``, default all), with its card's clean accuracy when the card exists.
 
     ``shipped`` says whether arbibench ships the checkpoint; ``present`` whether the file is in ``model_dir``;

@@ -9,6 +9,9 @@ import typer
 
 from arbibench.terminal import USER_ERRORS, console, fail
 
+# what a queue command reports as one line: user errors, and a job step that failed (RuntimeError)
+QUEUE_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, RuntimeError)
+
 queue_app = typer.Typer(
     help="The machine's one queue of long jobs (zoo training, full-protocol cards): one job at a time, resumable, "
     "committed to git as it goes. Pause it while tests or benchmarks run.",
@@ -41,7 +44,7 @@ def run(
         runner = Runner(jobs, QueueState.load(state), Path.cwd(), run_dir, threads=threads, commit=commit,
                         log=console.log)
         n = runner.run(only=only, max_jobs=max_jobs)
-    except (*USER_ERRORS, RuntimeError) as e:
+    except QUEUE_ERRORS as e:
         fail(e)
     console.print(f"queue: {n} job(s) finished in this run")
 

@@ -32,7 +32,7 @@ def _is_state_dict(obj: object) -> TypeGuard[Mapping[str, torch.Tensor]]:
     )
 
 
-def extract_state_dict(obj: object, path: str | os.PathLike) -> dict[str, torch.Tensor]:
+def extract_state_dict(obj: object, path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """The state dict inside a loaded checkpoint: the object itself, or nested under ``state_dict`` / ``model``.
 
     A ``module.`` prefix (``nn.DataParallel``) is stripped from every key that has it.
@@ -52,7 +52,7 @@ def extract_state_dict(obj: object, path: str | os.PathLike) -> dict[str, torch.
     return state
 
 
-def read_torch_checkpoint(path: str | os.PathLike, *, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
+def read_torch_checkpoint(path: str | os.PathLike[str], *, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
     """The state dict of a ``torch.save`` file, read with the restricted unpickler, on the CPU.
 
     Raises :class:`PickleRefusedError` without ``trust_pickle``, FileNotFoundError for a missing file, and ValueError
