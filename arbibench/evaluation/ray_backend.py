@@ -55,8 +55,8 @@ CONNECT_TIMEOUT_S = 30.0
 def _refused(address: str, timeout: float) -> str | None:
     """Why nothing answers at a ``host:port`` address (refused, no route, no answer in time), or None if it does."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        return None  # "auto", "ray://...": ray.init resolves those itself
+    if "://" in address or not sep or not port.isdigit():
+        return None  # "auto", "ray://host:port" (Ray Client): ray.init resolves those itself
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
             return None
