@@ -35,7 +35,7 @@ class DataFormatError(ValueError):
     """A data file exists but is not what it claims to be."""
 
 
-def default_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+def default_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     """Data folder: the argument, else ``$ARBIBENCH_DATA``, else ``~/.cache/arbibench``."""
     if data_dir is not None:
         return Path(data_dir)
@@ -120,7 +120,7 @@ def _read_pickle(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
 
 def read_cifar10_arrays(
     split: str = "test",
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     *,
     allow_pickle: bool = False,
     download: bool = True,
@@ -161,7 +161,7 @@ def read_cifar10_arrays(
 def load_cifar10(
     n_examples: int | None = None,
     split: str = "test",
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     *,
     seed: int | None = None,
     allow_pickle: bool = False,

@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,7 +40,7 @@ OFFICIAL = "official"
 REGENERATED = "regenerated"
 
 
-def cifar10c_dir(data_dir: str | os.PathLike | None = None) -> Path:
+def cifar10c_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     """``<data>/CIFAR-10-C`` for the data folder (argument, ``$ARBIBENCH_DATA`` or ``~/.cache/arbibench``)."""
     return default_data_dir(data_dir) / FOLDER
 
@@ -52,19 +53,20 @@ def _missing(folder: Path, what: str) -> FileNotFoundError:
     )
 
 
-def read_manifest(folder: str | os.PathLike) -> dict | None:
+def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The generator's manifest of a regenerated folder, or None for the official files."""
     path = Path(folder) / MANIFEST
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        result: dict[str, Any] | None = json.loads(path.read_text())
+        return result
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DataFormatError(f"{path} is not valid JSON ({e}); regenerate the folder with "
                               "`arbibench corruptions generate`.") from e
 
 
-def cifar10c_source(data_dir: str | os.PathLike | None = None) -> str:
+def cifar10c_source(data_dir: str | os.PathLike[str] | None = None) -> str:
     """``"regenerated"`` when the folder was written by arbibench's generator, else ``"official"``."""
     return REGENERATED if read_manifest(cifar10c_dir(data_dir)) is not None else OFFICIAL
 
@@ -73,12 +75,13 @@ def _load_npy(path: Path) -> np.ndarray:
     if not path.is_file():
         raise _missing(path.parent, path.name)
     try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        result: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+        return result
     except (ValueError, OSError) as e:
         raise DataFormatError(f"cannot read {path}: {e}. Delete it and regenerate or download CIFAR-10-C.") from e
 
 
-def read_labels(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, int]:
+def read_labels(data_dir: str | os.PathLike[str] | None = None) -> tuple[np.ndarray, int]:
     """The labels of one severity block (int64 [B]) and the block size B, checked across the five blocks."""
     folder = cifar10c_dir(data_dir)
     labels = _load_npy(folder / "labels.npy")
@@ -97,7 +100,7 @@ def read_labels(data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, 
 
 
 def read_cell(
-    corruption: str, severity: int, data_dir: str | os.PathLike | None = None, n_examples: int | None = None
+    corruption: str, severity: int, data_dir: str | os.PathLike[str] | None = None, n_examples: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The first ``n_examples`` images (uint8 NHWC) of one (corruption, severity) cell and their labels."""
     if corruption not in CORRUPTIONS:
@@ -125,7 +128,7 @@ def read_cell(
 def load_cifar10c(
     n_examples: int | None = None,
     severity: int = 5,
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     corruptions: Sequence[str] = CORRUPTIONS,
     *,
     download: bool = False,
@@ -149,13 +152,13 @@ def load_cifar10c(
         x, y = read_cell(name, severity, data_dir, n_examples)
         xs.append(x)
         ys.append(y)
-    x = torch.from_numpy(np.concatenate(xs)).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
+    images = torch.from_numpy(np.concatenate(xs)).permute(0, 3, 1, 2).float().div_(255.0).contiguous()
     n = len(ys[0])
-    return x, torch.from_numpy(np.concatenate(ys)), torch.arange(n).repeat(len(corruptions))
+    return images, torch.from_numpy(np.concatenate(ys)), torch.arange(n).repeat(len(corruptions))
 
 
 def download_cifar10c(
-    data_dir: str | os.PathLike | None = None, *, url: str | None = None, md5: str | None = None
+    data_dir: str | os.PathLike[str] | None = None, *, url: str | None = None, md5: str | None = None
 ) -> Path:
     """Fetch the official CIFAR-10-C archive from Zenodo, check its MD5, extract ``CIFAR-10-C/`` atomically.
 

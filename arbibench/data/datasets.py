@@ -16,14 +16,14 @@ from arbibench.data.cifar10 import SPLIT_SIZES, load_cifar10
 from arbibench.data.imagenet import imagenet_size, load_imagenet
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-Loader = Callable[[int | None, "str | os.PathLike | None", "int | None"], Batch]
+Loader = Callable[[int | None, "str | os.PathLike[str] | None", "int | None"], Batch]
 
 
-def _cifar10(n_examples: int | None, data_dir: str | os.PathLike | None, seed: int | None) -> Batch:
+def _cifar10(n_examples: int | None, data_dir: str | os.PathLike[str] | None, seed: int | None) -> Batch:
     return load_cifar10(n_examples, "test", data_dir, seed=seed)
 
 
-def _imagenet(n_examples: int | None, data_dir: str | os.PathLike | None, seed: int | None) -> Batch:
+def _imagenet(n_examples: int | None, data_dir: str | os.PathLike[str] | None, seed: int | None) -> Batch:
     if data_dir is None:
         raise ValueError("ImageNet has no download; pass data_dir (--data-dir) pointing to your validation images")
     return load_imagenet(n_examples, data_dir, seed=seed)
@@ -39,7 +39,7 @@ def check_dataset(dataset: str) -> None:
         raise ValueError(f"unknown dataset {dataset!r}; known datasets: {', '.join(DATASETS)}")
 
 
-def count_test_images(dataset: str, data_dir: str | os.PathLike | None) -> int:
+def count_test_images(dataset: str, data_dir: str | os.PathLike[str] | None) -> int:
     """How many test images ``dataset`` holds: CIFAR-10's 10,000, or what the ImageNet folder holds."""
     check_dataset(dataset)
     if dataset == "cifar10":
@@ -50,7 +50,7 @@ def count_test_images(dataset: str, data_dir: str | os.PathLike | None) -> int:
 
 
 def load_dataset(
-    dataset: str, n_examples: int | None, data_dir: str | os.PathLike | None, seed: int | None
+    dataset: str, n_examples: int | None, data_dir: str | os.PathLike[str] | None, seed: int | None
 ) -> Batch:
     """Images, labels and dataset indices of the evaluated test subset of ``dataset``."""
     check_dataset(dataset)

@@ -188,14 +188,14 @@ def _decode(path: Path, transform: Callable[[Image.Image], Image.Image]) -> np.n
     return np.array(transform(rgb), dtype=np.uint8)  # a writable copy, which torch.from_numpy wants
 
 
-def imagenet_size(data_dir: str | os.PathLike) -> int:
+def imagenet_size(data_dir: str | os.PathLike[str]) -> int:
     """How many validation images the folder holds (listed and labelled, not decoded)."""
     return len(_list_samples(Path(data_dir)))
 
 
 def load_imagenet(
     n_examples: int | None,
-    data_dir: str | os.PathLike,
+    data_dir: str | os.PathLike[str],
     preprocessing: str | None = "Res256Crop224",
     *,
     seed: int | None = None,

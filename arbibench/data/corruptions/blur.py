@@ -70,7 +70,9 @@ def motion_blur(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.nd
     """ImageMagick's motion blur along an angle drawn uniformly from -45..45 degrees, rounded to bytes."""
     radius, sigma = params.at(params.MOTION_BLUR, severity)
     angles = rng.uniform(-45, 45, size=len(x))
-    return np.clip(np.rint(motion_smear(x.astype(np.float64), radius, sigma, angles)), 0, 255).astype(np.uint8)
+    smeared = motion_smear(x.astype(np.float64), radius, sigma, angles)
+    result: np.ndarray = np.clip(np.rint(smeared), 0, 255).astype(np.uint8)
+    return result
 
 
 def zoom_blur(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:

@@ -61,7 +61,8 @@ def contrast(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarr
 def _affine_from_points(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """[N, 2, 3] matrices mapping the three (x, y) points ``src`` [3, 2] onto ``dst`` [N, 3, 2]."""
     a = np.concatenate([src, np.ones((3, 1))], axis=1)  # [3, 3]
-    return np.linalg.solve(a[None], dst).transpose(0, 2, 1)  # [N, 3, 2] -> [N, 2, 3]
+    result: np.ndarray = np.linalg.solve(a[None], dst).transpose(0, 2, 1)  # [N, 3, 2] -> [N, 2, 3]
+    return result
 
 
 def elastic_transform(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
@@ -93,7 +94,8 @@ def pixelate(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarr
     h, w = x.shape[1:3]
     small = (int(w * c), int(h * c))
     return np.stack([
-        np.asarray(Image.fromarray(img).resize(small, Image.BOX).resize((w, h), Image.BOX)) for img in x
+        np.asarray(Image.fromarray(img).resize(small, Image.Resampling.BOX).resize((w, h), Image.Resampling.BOX))
+        for img in x
     ])
 
 

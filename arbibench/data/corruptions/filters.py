@@ -9,24 +9,29 @@ mirrors including the edge pixel (scipy ``reflect``).
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-_NP_PAD = {"nearest": "edge", "reflect101": "reflect", "symmetric": "symmetric"}
+_NP_PAD: dict[str, Literal["edge", "reflect", "symmetric"]] = {
+    "nearest": "edge", "reflect101": "reflect", "symmetric": "symmetric",
+}
 
 
 def _spatial_pad(x: np.ndarray, r: int, mode: str) -> np.ndarray:
     widths = [(0, 0), (r, r), (r, r)] + [(0, 0)] * (x.ndim - 3)
-    return np.pad(x, widths, mode=_NP_PAD[mode])
+    result: np.ndarray = np.pad(x, widths, mode=_NP_PAD[mode])
+    return result
 
 
 def gaussian_kernel1d(sigma: float, radius: int) -> np.ndarray:
     """Normalised samples of a Gaussian at -radius..radius (scipy's and OpenCV's construction)."""
     t = np.arange(-radius, radius + 1, dtype=np.float64)
     w = np.exp(-0.5 * (t / sigma) ** 2)
-    return w / w.sum()
+    result: np.ndarray = w / w.sum()
+    return result
 
 
 def gaussian_blur(x: np.ndarray, sigma: float, mode: str = "nearest", truncate: float = 4.0) -> np.ndarray:
@@ -41,7 +46,8 @@ def gaussian_blur(x: np.ndarray, sigma: float, mode: str = "nearest", truncate: 
     p = _spatial_pad(np.asarray(x, dtype=np.float64), r, mode)
     h, w = x.shape[1], x.shape[2]
     rows = sum(k[i] * p[:, i : i + h] for i in range(2 * r + 1))
-    return sum(k[i] * rows[:, :, i : i + w] for i in range(2 * r + 1))
+    result: np.ndarray = sum(k[i] * rows[:, :, i : i + w] for i in range(2 * r + 1))
+    return result
 
 
 def correlate2d(x: np.ndarray, kernel: np.ndarray, mode: str = "reflect101") -> np.ndarray:
@@ -51,13 +57,15 @@ def correlate2d(x: np.ndarray, kernel: np.ndarray, mode: str = "reflect101") -> 
     n, hp, wp, c = p.shape
     t = torch.from_numpy(np.ascontiguousarray(p.transpose(0, 3, 1, 2).reshape(n * c, 1, hp, wp)))
     out = F.conv2d(t, torch.from_numpy(np.asarray(kernel, dtype=np.float64))[None, None])
-    return out.numpy().reshape(n, c, hp - 2 * r, wp - 2 * r).transpose(0, 2, 3, 1)
+    result: np.ndarray = out.numpy().reshape(n, c, hp - 2 * r, wp - 2 * r).transpose(0, 2, 3, 1)
+    return result
 
 
 def fold_index(i: np.ndarray, n: int, mode: str) -> np.ndarray:
     """Integer pixel indices outside ``0..n-1`` brought back inside by the border rule ``mode``."""
     if mode == "nearest":
-        return np.clip(i, 0, n - 1)
+        result: np.ndarray = np.clip(i, 0, n - 1)
+        return result
     if mode == "reflect101":
         if n == 1:
             return np.zeros_like(i)
@@ -82,7 +90,8 @@ def sample_bilinear(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, mode: str
     b = np.arange(n).reshape(-1, *([1] * (rows.ndim - 1)))
     top = x[b, ra, ca] * (1 - fc) + x[b, ra, cb] * fc
     bottom = x[b, rb, ca] * (1 - fc) + x[b, rb, cb] * fc
-    return top * (1 - fr) + bottom * fr
+    result: np.ndarray = top * (1 - fr) + bottom * fr
+    return result
 
 
 def clipped_zoom(x: np.ndarray, factor: float) -> np.ndarray:
@@ -133,4 +142,5 @@ def motion_smear(x: np.ndarray, radius: float, sigma: float, angles: np.ndarray)
 def to_uint8(v255: np.ndarray) -> np.ndarray:
     """Float pixel values on 0..255 stored as bytes the way the published generator stores them: ``np.uint8``
     truncates towards zero (values are clipped to 0..255 first, which it did in each corruption)."""
-    return np.clip(v255, 0, 255).astype(np.uint8)
+    result: np.ndarray = np.clip(v255, 0, 255).astype(np.uint8)
+    return result

@@ -38,4 +38,5 @@ def plasma_fractal(n: int, rng: np.random.Generator, size: int = 32, decay: floa
         step //= 2
         w /= decay
     m -= m.min(axis=(1, 2), keepdims=True)
-    return m / m.max(axis=(1, 2), keepdims=True)
+    result: np.ndarray = m / m.max(axis=(1, 2), keepdims=True)
+    return result

@@ -32,12 +32,13 @@ def _haze(rng: np.random.Generator, size: int) -> np.ndarray:
     total = 0.0
     for octave, cells in enumerate((5, 10, 20, 40, 80)):
         grid = Image.fromarray(rng.random((cells, cells)).astype(np.float32), mode="F")
-        layer = np.asarray(grid.resize((size, size), Image.BILINEAR), dtype=np.float64)
+        layer = np.asarray(grid.resize((size, size), Image.Resampling.BILINEAR), dtype=np.float64)
         weight = 0.5**octave
         out += weight * layer
         total += weight
     out /= total
-    return (out - out.min()) / (out.max() - out.min())
+    result: np.ndarray = (out - out.min()) / (out.max() - out.min())
+    return result
 
 
 def _needles(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -70,4 +71,5 @@ def frost_texture(index: int) -> np.ndarray:
     needles = _needles(rng, TEXTURE_SIZE)
     grey = LEVELS[index] + HAZE_AMPLITUDE * (haze - haze.mean()) + NEEDLE_AMPLITUDE * (needles - needles.mean())
     rgb = grey[..., None] * (TINT / TINT.mean()) * 255  # tinted at the same mean grey level
-    return np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+    result: np.ndarray = np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+    return result

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ PARAMETERS_SOURCE = (
 )
 
 
-def _manifest_matches(manifest: dict | None, seed: int, n: int, corruptions: Sequence[str]) -> bool:
+def _manifest_matches(manifest: dict[str, Any] | None, seed: int, n: int, corruptions: Sequence[str]) -> bool:
     return (manifest is not None and manifest.get("generator_version") == GENERATOR_VERSION
             and manifest.get("seed") == seed and manifest.get("n_examples") == n
             and manifest.get("corruptions") == list(corruptions))
@@ -45,12 +46,12 @@ def generate_cifar10c(
     n_examples: int = 1000,
     *,
     seed: int = 0,
-    data_dir: str | os.PathLike | None = None,
-    out: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    out: str | os.PathLike[str] | None = None,
     corruptions: Sequence[str] = CORRUPTIONS,
     force: bool = False,
     on_cell: Callable[[str, int, int], None] | None = None,
-) -> tuple[Path, dict]:
+) -> tuple[Path, dict[str, Any]]:
     """Write a regenerated CIFAR-10-C of the first ``n_examples`` test images to ``out`` (default
     ``<data>/CIFAR-10-C``); returns the folder and its manifest.
 

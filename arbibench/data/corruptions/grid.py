@@ -15,8 +15,8 @@ from arbibench.files import atomic_write
 
 
 def corruption_grid(
-    path: str | os.PathLike,
-    data_dir: str | os.PathLike | None = None,
+    path: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str] | None = None,
     *,
     images: Sequence[int] = (0, 1),
     corruptions: Sequence[str] = CORRUPTIONS,
@@ -49,6 +49,6 @@ def corruption_grid(
             x0 = label_w + j * ((1 + len(SEVERITIES)) * (tile + pad) + 2 * pad)
             pics = [x[i].transpose(1, 2, 0)] + [c[i] for c in cells]
             for k, pic in enumerate(pics):
-                img = Image.fromarray(np.ascontiguousarray(pic)).resize((tile, tile), Image.NEAREST)
+                img = Image.fromarray(np.ascontiguousarray(pic)).resize((tile, tile), Image.Resampling.NEAREST)
                 canvas.paste(img, (x0 + k * (tile + pad), y0))
     return atomic_write(lambda f: canvas.save(f, format="PNG", optimize=True), path)

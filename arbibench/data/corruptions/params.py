@@ -8,6 +8,8 @@ a noise grain means much more on a 32x32 image. Only the numbers are taken; the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 SEVERITIES = (1, 2, 3, 4, 5)
@@ -50,7 +52,7 @@ PIXELATE = (0.95, 0.9, 0.85, 0.75, 0.65)
 JPEG_COMPRESSION = (80, 65, 58, 50, 40)
 
 
-def at(table: tuple, severity: int):  # noqa: ANN201 - a row of any of the tables above
+def at(table: tuple[Any, ...], severity: int) -> Any:  # a row of any of the tables above, whatever its shape
     """The parameters of ``severity`` (1..5) in ``table``; one clear error for any other severity."""
     if isinstance(severity, bool) or not isinstance(severity, int | np.integer) or not 1 <= severity <= 5:
         raise ValueError(f"severity must be an integer from 1 to 5, got {severity!r}")

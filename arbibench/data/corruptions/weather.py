@@ -21,7 +21,7 @@ def snow(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     flakes = clipped_zoom(flakes, zoom)
     flakes[flakes < threshold] = 0
     flakes = to_uint8(np.clip(flakes[..., 0], 0, 1) * 255).astype(np.float64)  # the 8-bit layer ImageMagick blurs
-    angles = rng.uniform(-135, -45, size=n)
+    angles = np.asarray(rng.uniform(-135, -45, size=n), dtype=np.float64)
     flakes = np.clip(np.rint(motion_smear(flakes, radius, sigma, angles)), 0, 255)[..., None] / 255.0
     grey = (0.299 * v[..., 0] + 0.587 * v[..., 1] + 0.114 * v[..., 2])[..., None]
     v = keep * v + (1 - keep) * np.maximum(v, grey * 1.5 + 0.5)
@@ -32,7 +32,7 @@ def frost(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarray:
     """``a * image + b * ice``: a random 32x32 crop of one of the five frost textures, on the 0..255 scale."""
     a, b = params.at(params.FROST, severity)
     n, h, w = x.shape[:3]
-    which = rng.integers(N_TEXTURES, size=n)
+    which = np.asarray(rng.integers(N_TEXTURES, size=n))
     out = np.empty(x.shape, dtype=np.float64)
     for i in range(n):
         tex = frost_texture(int(which[i]))
