@@ -196,6 +196,9 @@ class ModelCard:
     fp_twin: str | None = _field("text")
     # sha256 of the checkpoint measured: a card of replaced weights says so (zoo models only)
     checkpoint_sha256: str | None = _field("text", omit_none=True)
+    # the network whose answers count (clean pass, black-box queries, every verified example): "simulation", the
+    # float model, or "deployed", the bit-packed network of a BNN; cards without the field measured the simulation
+    inference: str | None = _field("text", omit_none=True)
     protocol: str | None = _field("text")
     quick: bool | None = _field("flag")
     clean_acc_by_family: dict[str, float] | None = _field("map", of="percent", omit_none=True)

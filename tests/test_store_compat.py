@@ -16,6 +16,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from arbibench import benchmark
 from arbibench.attacks import get_attack
 
@@ -67,8 +69,18 @@ def test_old_store_is_read_without_recomputation_and_matches_a_fresh_run(tmp_pat
     for table in ("batches", "outcomes"):
         assert {r[0] for r in set(after[table]) - set(before[table])} == new_keys
 
+    # A fresh run finds the same keys and the same decisions. A minimum-norm attack's distances are float results of
+    # many steps and may differ in the last digits on another CPU (the store was written on an AVX2 machine; an
+    # AVX-512 one rounds some reductions differently), so those are compared to a relative 1e-2 (a mean) and 0.1
+    # (one image: a different rounding can send FAB down another path to a boundary point 4% farther).
     fresh_db = tmp_path / "fresh.db"
     fresh = run(fresh_db, data_dir)
-    assert read_back == fresh
-    fresh_keys = {r[0] for r in outcome_rows(fresh_db)}
-    assert [r for r in outcome_rows(old) if r[0] in fresh_keys] == outcome_rows(fresh_db)
+    assert {n: {k: v for k, v in m.items() if k != "mean_perturbation"} for n, m in read_back.items()} == {
+        n: {k: v for k, v in m.items() if k != "mean_perturbation"} for n, m in fresh.items()}
+    for name, m in fresh.items():
+        assert read_back[name]["mean_perturbation"] == pytest.approx(m["mean_perturbation"], rel=1e-2), name
+    fresh_rows = outcome_rows(fresh_db)
+    fresh_keys = {r[0] for r in fresh_rows}
+    old_rows = [r for r in outcome_rows(old) if r[0] in fresh_keys]
+    assert [r[:5] + r[6:] for r in old_rows] == [r[:5] + r[6:] for r in fresh_rows]
+    assert [r[5] for r in old_rows] == pytest.approx([r[5] for r in fresh_rows], rel=0.1, abs=1e-6)

@@ -168,6 +168,9 @@ def _glue_chain(node: fx.Node, modules: dict[str, nn.Module], channels: int) -> 
 class DeployedModel(nn.Module):
     """The deployed network: takes [0, 1] images like every arbibench model and returns logits; inference only."""
 
+    #: Queried as it is: the fused float path (:func:`arbibench.nn.fused.inference_model`) has nothing to add.
+    is_inference_form = True
+
     def __init__(self, graph: fx.GraphModule, backend: Backend, pad: int, folded: bool) -> None:
         super().__init__()
         self.graph_module = graph

@@ -54,23 +54,29 @@ def compute_batch(
     y: torch.Tensor,
     clean_correct: torch.Tensor | None,
     device: torch.device,
+    oracle: nn.Module | None = None,
 ) -> BatchOutcome:
     """The outcome columns of one store batch: the clean pass (``attack=None``) or ``attack`` on the images that
-    ``clean_correct`` (the batch's clean outcomes) marks as correctly classified, verified on ``model``."""
+    ``clean_correct`` (the batch's clean outcomes) marks as correctly classified, verified on ``model``.
+
+    With an ``oracle`` (the deployed network of a BNN), the oracle answers the clean pass and every black-box query
+    and decides every outcome; a white-box attack still takes its gradients on ``model``, the simulation."""
     xb, yb = x.to(device), y.to(device)
+    decider = model if oracle is None else oracle
     if attack is None:
         with torch.no_grad():
-            logits = model(xb)
+            logits = decider(xb)
         check_finite_logits(logits, f"clean pass, batch {batch_index}")
-        return outcome_columns(model, threat, "clean", batch_index, xb, yb, logits.argmax(1) == yb, None)
+        return outcome_columns(decider, threat, "clean", batch_index, xb, yb, logits.argmax(1) == yb, None)
     if clean_correct is None:
         raise ValueError(f"batch {batch_index} of {attack.name} needs the clean outcomes of its images")
     clean_ok = clean_correct.to(device=device, dtype=torch.bool)
     attacked = clean_ok.nonzero().flatten()
     output = None
+    target = model if attack.needs_gradients else decider
     if len(attacked):
-        output = attack.output(model, xb[attacked], yb[attacked], threat, batch_generator(seed, batch_index))
-    return outcome_columns(model, threat, attack.name, batch_index, xb, yb, clean_ok, output)
+        output = attack.output(target, xb[attacked], yb[attacked], threat, batch_generator(seed, batch_index))
+    return outcome_columns(decider, threat, attack.name, batch_index, xb, yb, clean_ok, output)
 
 
 def outcome_columns(

@@ -68,6 +68,7 @@ def benchmark(
     eps_star_max: float | None = None,
     eps_star_rounds: int = 6,
     backend: str | Backend | None = None,
+    inference: str = "simulation",
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
 
@@ -84,6 +85,9 @@ def benchmark(
     robust-accuracy-vs-eps curve, which still separate models that all reach 0% at ``eps``.
     ``backend`` computes the store batches elsewhere (``"ray"``, or a backend from :func:`get_backend` with its
     cluster address): the same numbers and store rows as ``None``/``"local"``, this process computing them.
+    ``inference="deployed"`` lets the deployed bit-packed network of a BNN (:mod:`arbibench.deploy`) answer the clean
+    pass and every black-box query and decide every outcome; white-box attacks take their gradients on the float
+    simulation. The inference is part of every store key and of the card.
     """
     check_dataset(dataset)
     threat = get_threat_model(threat_model, eps)
@@ -97,7 +101,7 @@ def benchmark(
         if isinstance(backend, str) and runner_backend is not None:
             owned.enter_context(runner_backend)  # a backend opened here is closed here
         plan = plan_evaluation(model, x, y, indices, attacks=attacks, threat=threat, dataset=dataset, model_name=name,
-                               seed=seed, batch_size=batch_size, device=device, store=db)
+                               seed=seed, batch_size=batch_size, device=device, store=db, inference=inference)
         run = execute(plan, progress=progress, console=console, backend=runner_backend)
         min_perturbation = None
         if eps_star:
@@ -105,7 +109,7 @@ def benchmark(
                 model, x, y, indices, attacks=eps_star, threat_model=threat.norm,
                 eps_max=2 * threat.eps if eps_star_max is None else eps_star_max, search_rounds=eps_star_rounds,
                 store=db, dataset=dataset, model_name=name, seed=seed, batch_size=batch_size, device=device,
-                progress=progress, console=console, backend=runner_backend,
+                progress=progress, console=console, backend=runner_backend, inference=inference,
             )
     result = BenchmarkResult(
         model_name=name,
@@ -123,6 +127,7 @@ def benchmark(
         attack_configs={a.name: a.config_dict() for a in plan.attacks},
         min_perturbation=min_perturbation,
         checkpoint_sha256=sha256,
+        inference=inference,
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
             for a in plan.attacks

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 BACKEND_HELP = "Where the store batches are computed: local (this process) or ray (a Ray cluster; same results)."
 ADDRESS_HELP = ("--backend ray: the cluster's head, host:port or 'auto' (default $RAY_ADDRESS; neither: a private "
                 "Ray on this machine, on 127.0.0.1).")
+INFERENCE_HELP = ("simulation: the float model answers everything (as always); deployed: the bit-packed network of a "
+                  "BNN (arbibench.deploy) answers the clean pass and every black-box query and decides every outcome, "
+                  "white-box attacks taking their gradients on the simulation. Part of the store key and the card.")
 WORKERS_HELP = "--backend ray: worker actors (default: the cluster's CPUs / --worker-threads)."
 WORKER_THREADS_HELP = ("--backend ray: torch threads per worker (default: this process's, as a local run uses; "
                        "another count may round differently).")
@@ -89,6 +92,7 @@ def eval_(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
+    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
 ) -> None:
     """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.
 
@@ -126,6 +130,7 @@ def eval_(
             eps_star_max=None if eps_star_max is None else parse_eps(eps_star_max),
             eps_star_rounds=eps_star_rounds,
             backend=runner_backend,
+            inference=inference,
         )
     except user_errors() as e:
         fail(e)

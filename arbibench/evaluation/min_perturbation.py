@@ -147,6 +147,7 @@ def minimal_perturbation(
     progress: bool = False,
     console: Console | None = None,
     backend: Backend | None = None,
+    inference: str = "simulation",
 ) -> MinimalPerturbation:
     """eps* of every image under ``attacks`` (see the module docstring for how each attack contributes).
 
@@ -168,6 +169,7 @@ def minimal_perturbation(
         clean, outcomes, _, _ = evaluate(
             model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps),
             dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
+            inference=inference,
             progress=progress, console=console, checks=False, backend=backend,
         )
         out = outcomes[attack.name]

@@ -25,6 +25,11 @@ from arbibench.evaluation.surrogates import attack_for_target
 
 #: The store's attack name of the clean pass.
 CLEAN = "clean"
+#: What answers the clean pass and the black-box queries and decides every outcome: the float model itself, or the
+#: deployed bit-packed network of a BNN (:mod:`arbibench.deploy`); white-box attacks always take their gradients on the
+#: simulation, the only differentiable form.
+SIMULATION, DEPLOYED = "simulation", "deployed"
+INFERENCES = (SIMULATION, DEPLOYED)
 
 
 @dataclass
@@ -46,15 +51,24 @@ class EvaluationContext:
     pool: bool = True  # black-box attacks run several store batches per forward batch (same results)
     discrepancies: int = 0  # fused-path answers the reference model contradicted (they cost queries only)
     notes: set[str] = field(default_factory=set)  # why a model's queries went to the reference model
+    inference: str = SIMULATION
+    oracle: nn.Module | None = None  # the deployed network when inference is "deployed"
+
+    @property
+    def decider(self) -> nn.Module:
+        """The network whose answers count: clean pass, black-box queries, verification of every example."""
+        return self.model if self.oracle is None else self.oracle
 
     def spec(self, attack: Attack | None) -> dict[str, Any]:
         """The store spec of ``attack`` (None: the clean pass): what its store key is a hash of."""
-        base = {
+        base: dict[str, Any] = {
             "dataset": self.dataset,
             "indices_hash": hash_indices(self.indices),
             "n_examples": len(self.indices),
             "batch_size": self.batch_size,
         }
+        if self.inference != SIMULATION:  # simulation keys stay those of every earlier store
+            base["inference"] = self.inference
         if attack is None:
             return {**base, "attack": CLEAN}
         return {
@@ -100,6 +114,7 @@ def plan_evaluation(
     device: str | torch.device | None = None,
     store: ResultStore,
     pool: bool = True,
+    inference: str = SIMULATION,
 ) -> EvalPlan:
     """Check the inputs and the model and plan the evaluation (the store keys follow from the plan)."""
     check_images(x, y)
@@ -117,8 +132,23 @@ def plan_evaluation(
     num_classes, flags = check_model(model, x[: min(8, len(x))].to(dev))
     check_labels(y, num_classes)
     ctx = EvaluationContext(model, model_name, hash_model(model), x.cpu(), y.cpu().long(), indices, threat, dataset,
-                            seed, batch_size, dev, store, pool)
+                            seed, batch_size, dev, store, pool, inference=inference,
+                            oracle=deployed_oracle(model, inference, model_name))
     return EvalPlan(ctx, attack_objs, flags)
+
+
+def deployed_oracle(model: nn.Module, inference: str, model_name: str) -> nn.Module | None:
+    """The deployed network of ``model`` for ``inference="deployed"`` (built once per model), else None."""
+    if inference not in INFERENCES:
+        raise ValueError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}")
+    if inference == SIMULATION:
+        return None
+    from arbibench.deploy import deployed  # start-up: the kernel is compiled (or loaded) on first use only
+
+    try:
+        return deployed(model)
+    except ValueError as e:  # DeployError: the layer it cannot express, and why
+        raise ValueError(f"--inference deployed: {model_name} cannot be deployed: {e}") from e
 
 
 def commit_outcome(ctx: EvaluationContext, key: str, outcome: BatchOutcome, seconds: float) -> bool:

@@ -71,6 +71,7 @@ class BenchmarkResult:
     notes: list[str] = field(default_factory=list)  # e.g. ensemble components that were not available
     min_perturbation: MinimalPerturbation | None = None  # eps* per image, when benchmark() was asked for it
     checkpoint_sha256: str | None = None  # of the checkpoint file measured (a zoo model loaded by name)
+    inference: str = "simulation"  # or "deployed": the network whose answers count (arbibench.evaluation.plan)
 
     @property
     def clean_acc(self) -> float:
@@ -134,6 +135,7 @@ class BenchmarkResult:
         auto = rows.get("autoattack")
         return ModelCard(
             **model_identity(self.model_name, self.dataset, self.checkpoint_sha256),
+            inference=self.inference,
             eps=self.eps,
             eps_text=format_eps(self.eps),
             threat_model=self.threat_model,

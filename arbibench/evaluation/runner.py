@@ -32,7 +32,7 @@ from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import POOL_ROWS, BlackBoxAttack, QuerySteps, forward_queries, run_pooled
 from arbibench.evaluation.batch import batch_generator, compute_batch, outcome_columns
 from arbibench.evaluation.checks import run_checks
-from arbibench.evaluation.plan import CLEAN, EvalPlan, EvaluationContext, commit_outcome, plan_evaluation
+from arbibench.evaluation.plan import CLEAN, SIMULATION, EvalPlan, EvaluationContext, commit_outcome, plan_evaluation
 from arbibench.evaluation.store import Outcomes, ResultStore
 from arbibench.nn.fused import inference_model
 
@@ -95,7 +95,8 @@ def run_attack(
             start, stop = b * bs, (b + 1) * bs
             clean_b = None if clean is None else torch.from_numpy(clean.clean_correct[start:stop])
             outcome = compute_batch(
-                ctx.model, attack, ctx.threat, ctx.seed, b, ctx.x[start:stop], ctx.y[start:stop], clean_b, ctx.device
+                ctx.model, attack, ctx.threat, ctx.seed, b, ctx.x[start:stop], ctx.y[start:stop], clean_b, ctx.device,
+                ctx.oracle,
             )
             commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
             progress.advance(task, len(outcome.clean_correct))
@@ -148,7 +149,9 @@ def _run_pooled(
     """Black-box batches side by side: the still-robust images of several store batches share each forward
     batch (the next batch joins as images are fooled), and each batch is committed alone as soon as it is done.
     Each batch keeps its own generator and oracle, so the stored rows are the unpooled run's."""
-    fused, _ = inference_model(ctx.model)
+    # the queries go to the deployed network when it decides, else to the fused path of the simulation
+    fused = ctx.oracle if ctx.oracle is not None else inference_model(ctx.model)[0]
+    decider = ctx.decider
     started: dict[int, tuple[_Batch, float]] = {}
 
     def sessions() -> Iterator[tuple[int, QuerySteps]]:
@@ -158,12 +161,11 @@ def _run_pooled(
             batch = _prepare(ctx, b, clean)
             started[b] = (batch, time.perf_counter())
             if len(batch.attacked) == 0:
-                outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok,
-                                          None)
+                outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, None)
                 commit_outcome(ctx, key, outcome, 0.0)
                 progress.advance(task, len(batch.y))
                 continue
-            yield b, attack.session(ctx.model, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
+            yield b, attack.session(decider, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
 
     # At least POOL_ROWS live rows, whatever the store batch size, so small store batches start side by side. Each
     # batch still runs its own attack steps: four store batches of 50 ran Square at 0.84x the speed of one of 200
@@ -172,7 +174,7 @@ def _run_pooled(
     for b, output in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=rows):
         batch, t0 = started.pop(b)
         # seconds: wall time from the batch's start to its commit (pooled batches overlap, so they do not add up)
-        outcome = outcome_columns(ctx.model, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
+        outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
         commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
         progress.advance(task, len(batch.y))
 
@@ -205,6 +207,7 @@ def evaluate(
     checks: bool = True,
     pool: bool = True,
     backend: Backend | None = None,
+    inference: str = SIMULATION,
 ) -> Evaluation:
     """Clean pass then each attack, resumable through ``store``; then the gradient-masking checks.
 
@@ -222,7 +225,7 @@ def evaluate(
     """
     plan = plan_evaluation(
         model, x, y, indices, attacks=attacks, threat=threat, dataset=dataset, model_name=model_name, seed=seed,
-        batch_size=batch_size, device=device, store=store, pool=pool,
+        batch_size=batch_size, device=device, store=store, pool=pool, inference=inference,
     )
     return execute(plan, progress=progress, console=console, checks=checks, backend=backend)
 

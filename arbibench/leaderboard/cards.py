@@ -66,20 +66,27 @@ def card_files(model_info: Path) -> list[Path]:
     return files
 
 
+def ranked_card(d: dict[str, object]) -> bool:
+    """Whether a decoded card belongs on an attack leaderboard: not a corruptions card, not a deploy check, and
+    measured on the simulation (a protocol run with ``--inference deployed`` writes its cards beside them, in a
+    ``deployed/`` folder, so the simulation and the deployed network of one model never share a ranking)."""
+    return (d.get("threat_model") != CORRUPTIONS_THREAT and d.get("kind") != "deploy_check"
+            and d.get("inference", "simulation") == "simulation")
+
+
 def load_cards(model_info: Path) -> list[ModelCard]:
     """All attack cards under ``model_info`` (corruptions cards are read by
     :func:`arbibench.leaderboard.corruptions.load_corruption_cards`), checked; names unique per leaderboard."""
     files = card_files(model_info)
     decoded = [(p, read_card_json(p)) for p in files]
-    cards = [parse_card(p, d) for p, d in decoded
-             if not (isinstance(d, dict) and d.get("threat_model") == CORRUPTIONS_THREAT)]
+    cards = [parse_card(p, d) for p, d in decoded if isinstance(d, dict) and ranked_card(d)]
     seen: dict[tuple[str, str, str], Path | None] = {}
     for card in cards:
         key = (*card.group, card.name)
         if key in seen:
             raise CardError(
-                card.path or model_info, "name", f"{card.name!r} is also the name of {seen[key]} on the same leaderboard "
-                f"({card.dataset}, {card.threat_model})"
+                card.path or model_info, "name", f"{card.name!r} is also the name of {seen[key]} on the same "
+                f"leaderboard ({card.dataset}, {card.threat_model})"
             )
         seen[key] = card.path
     return cards

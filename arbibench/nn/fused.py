@@ -177,6 +177,8 @@ def inference_model(model: nn.Module) -> tuple[nn.Module, str | None]:
     """
     if not isinstance(model, nn.Module):
         return model, "not an nn.Module: queried as given"
+    if getattr(model, "is_inference_form", False):  # the deployed network: already what answers, nothing to fuse
+        return model, None
     key = _tensor_identity(model)
     hit = _CACHE.get(model)
     if hit is not None and hit[0] == key:

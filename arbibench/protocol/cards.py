@@ -47,6 +47,7 @@ def protocol_card(result: ModelEvaluation) -> ModelCard:
         raise ValueError(f"{result.model_name}: the evaluation ran no attack family; there is nothing to card")
     return ModelCard(
         **model_identity(result.model_name, p.dataset, result.checkpoint_sha256),
+        inference=result.inference,
         eps=p.eps,
         eps_text=p.eps_text,
         threat_model=p.threat_model,
@@ -84,6 +85,9 @@ def write_protocol_card(
     p = result.protocol
     card = protocol_card(result)
     path = card_path(model_info, p.dataset, p.threat_model, result.model_name)
+    if result.inference != "simulation":  # beside the simulation's card, never in its place or its ranking
+        path = path.parent / result.inference / path.name
+        path.parent.mkdir(parents=True, exist_ok=True)
     if model is not None:
         x, y, _ = load_dataset(p.dataset, 32, data_dir, None)
         examples = save_examples(model, x, y, EXAMPLES_ATTACK, get_threat_model(p.threat_model, p.eps),

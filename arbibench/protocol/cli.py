@@ -14,6 +14,7 @@ from rich.table import Table
 from arbibench.evaluation.cli import (
     ADDRESS_HELP,
     BACKEND_HELP,
+    INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
     open_backend,
@@ -84,6 +85,7 @@ def protocol_run(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
+    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
 ) -> None:
     """Run a protocol over zoo models: every (model, attack) pair through the store, cards into --model-info.
 
@@ -121,7 +123,7 @@ def protocol_run(
         with ResultStore(store) as db:
             results = run_protocol(
                 protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device, console=console,
-                sweep=sweep, on_model_done=done, backend=runner_backend,
+                sweep=sweep, on_model_done=done, backend=runner_backend, inference=inference,
             )
     except user_errors() as e:
         fail(e)

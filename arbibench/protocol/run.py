@@ -84,6 +84,7 @@ class ModelEvaluation:
     seconds: float = 0.0
     min_perturbation: MinimalPerturbation | None = None  # eps* on the black-box images
     checkpoint_sha256: str | None = None  # of the checkpoint file measured
+    inference: str = "simulation"  # or "deployed": the network whose answers count
     # per-image outcomes by setting (each family, and "sweep <attack>" over its eps values), for paired comparisons
     # with the FP twin; kept in memory only (the store holds them)
     per_image: dict[str, PairedOutcomes] = field(default_factory=dict, repr=False)
@@ -119,6 +120,7 @@ class ModelPlan:
     families: dict[str, EvalPlan]
     sweep: list[EvalPlan]
     checkpoint_sha256: str | None = None
+    inference: str = "simulation"
 
     @property
     def plans(self) -> list[EvalPlan]:
@@ -137,6 +139,7 @@ def plan_model(
     data_dir: str | os.PathLike[str] | None = None,
     pool: bool = True,
     checkpoint_sha256: str | None = None,
+    inference: str = "simulation",
 ) -> ModelPlan:
     """Plan every evaluation of ``model`` under ``protocol`` (inputs and model checked once, store keys fixed)."""
     threat = get_threat_model(protocol.threat_model, protocol.eps)
@@ -148,7 +151,7 @@ def plan_model(
             families[family] = plan_evaluation(
                 model, x, y, idx, attacks=[get_attack(s.name, **s.kwargs) for s in specs], threat=threat,
                 dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
-                device=device, store=store, pool=pool,
+                device=device, store=store, pool=pool, inference=inference,
             )
     sweep_plans: list[EvalPlan] = []
     if sweep and protocol.sweep_eps:
@@ -156,9 +159,9 @@ def plan_model(
         sweep_plans = plan_sweep(
             model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
             [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
-            batch_size=protocol.batch_size, device=device,
+            batch_size=protocol.batch_size, device=device, inference=inference,
         )
-    return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, checkpoint_sha256)
+    return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, checkpoint_sha256, inference)
 
 
 def execute_model(
@@ -188,7 +191,7 @@ def execute_model(
             plan.model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
             eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds, store=ctx.store,
             dataset=protocol.dataset, model_name=plan.model_name, seed=protocol.seed, batch_size=protocol.batch_size,
-            device=ctx.device, progress=progress, console=console, backend=backend,
+            device=ctx.device, progress=progress, console=console, backend=backend, inference=plan.inference,
         )
     per_image = {f: PairedOutcomes(r.clean.clean_correct, {n: o.adv_correct for n, o in r.outcomes.items()})
                  for f, r in runs.items()}
@@ -212,6 +215,7 @@ def execute_model(
         seconds=time.perf_counter() - t0,
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
+        inference=plan.inference,
         per_image=per_image,
     )
 
@@ -268,6 +272,7 @@ def run_model(
     backend: Backend | None = None,
     pool: bool = True,
     checkpoint_sha256: str | None = None,
+    inference: str = "simulation",
 ) -> ModelEvaluation:
     """Evaluate one model under every attack of ``protocol`` (resumable through ``store``; ``backend`` computes
     the store batches elsewhere, e.g. on a Ray cluster, with the same rows): :func:`plan_model`, then
@@ -276,7 +281,7 @@ def run_model(
     ``pool=False`` runs the black-box store batches one after the other instead of side by side (``pool`` of
     :func:`~arbibench.evaluation.runner.evaluate`); the stored rows are the same either way."""
     plan = plan_model(model, model_name, protocol, store, subsets, device=device, sweep=sweep, data_dir=data_dir,
-                      pool=pool, checkpoint_sha256=checkpoint_sha256)
+                      pool=pool, checkpoint_sha256=checkpoint_sha256, inference=inference)
     return execute_model(plan, console=console, progress=progress, backend=backend, sweep=sweep)
 
 
@@ -318,12 +323,13 @@ def plan_sweep(
     seed: int = 0,
     batch_size: int = 200,
     device: str | torch.device | None = None,
+    inference: str = "simulation",
 ) -> list[EvalPlan]:
     """One planned evaluation of ``attack`` per eps, on the same images."""
     return [
         plan_evaluation(model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps),
                         dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device,
-                        store=store)
+                        store=store, inference=inference)
         for eps in eps_values
     ]
 
@@ -389,6 +395,7 @@ def run_protocol(
     sweep: bool = True,
     on_model_done: Callable[[ModelEvaluation, nn.Module], None] | None = None,
     backend: Backend | None = None,
+    inference: str = "simulation",
 ) -> list[ModelEvaluation]:
     """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands.
 
@@ -406,7 +413,7 @@ def run_protocol(
     def plan(name: str) -> ModelPlan:
         return plan_model(load_model(name, model_dir, protocol.dataset, device=device), name, protocol, store,
                           subsets, device=device, sweep=sweep, data_dir=data_dir,
-                          checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir))
+                          checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir), inference=inference)
 
     planned: dict[str, ModelPlan] = {}
     if backend is not None:
