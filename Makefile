@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# ruff over code, tests and benchmarks; mypy strict on attacks, evaluation, nn and the card schema ([tool.mypy] in
+# ruff over code, tests and benchmarks (with a function-length cap); mypy strict on the whole package ([tool.mypy] in
 # pyproject.toml). Part of `make test`, so CI fails on a type error as on a failing test.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check arbibench tests benchmarks

@@ -37,14 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attack_throughput import DEFAULT_DATA  # noqa: E402
 from before_after import Notes, machine_info  # noqa: E402
 
-from arbibench.attacks import Linf, get_attack, parse_eps  # noqa: E402
+from arbibench.attacks import Attack, Linf, get_attack, parse_eps  # noqa: E402
 from arbibench.data import load_cifar10  # noqa: E402
 from arbibench.evaluation.runner import evaluate  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
 from arbibench.models.zoo import load_model  # noqa: E402
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="number of test images (the first n)")
     parser.add_argument("--eps", default="2/255", help="Linf budget")
@@ -54,7 +54,38 @@ def main() -> None:
     parser.add_argument("--model", default="resnet20_bnn")
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--verbose", action="store_true", help="the reference's log (per-attack robust accuracy)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def _ours(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, ensemble: Attack, eps: float,
+          args: argparse.Namespace) -> tuple[float, float]:
+    """arbibench's AutoAttack through the runner (a throwaway store): (ACC* in percent, seconds)."""
+    notes = Notes()
+    with tempfile.TemporaryDirectory(prefix="arbibench-autoattack-") as tmp, ResultStore(Path(tmp) / "s.db") as store:
+        t0 = time.perf_counter()
+        _, per, _, _ = evaluate(
+            model,
+            x,
+            y,
+            idx,
+            attacks=[ensemble],
+            threat=Linf(eps),
+            dataset="cifar10",
+            model_name=args.model,
+            seed=0,
+            batch_size=args.batch_size,
+            store=store,
+            progress=False,
+            console=notes.console,
+            checks=False,
+        )
+        seconds = time.perf_counter() - t0
+    notes.flush()
+    return 100.0 * float(per[ensemble.name].adv_correct.mean()), seconds
+
+
+def main() -> None:
+    args = _arguments()
     try:
         import pyautoattack
     except ImportError:
@@ -88,28 +119,7 @@ def main() -> None:
         f"Square queries {reference.square.n_queries}\n"
     )
 
-    notes = Notes()
-    with tempfile.TemporaryDirectory(prefix="arbibench-autoattack-") as tmp, ResultStore(Path(tmp) / "s.db") as store:
-        t0 = time.perf_counter()
-        _, per, _, _ = evaluate(
-            model,
-            x,
-            y,
-            idx,
-            attacks=[ensemble],
-            threat=Linf(eps),
-            dataset="cifar10",
-            model_name=args.model,
-            seed=0,
-            batch_size=args.batch_size,
-            store=store,
-            progress=False,
-            console=notes.console,
-            checks=False,
-        )
-        ours_s = time.perf_counter() - t0
-    notes.flush()
-    ours_acc = 100.0 * float(per[ensemble.name].adv_correct.mean())
+    ours_acc, ours_s = _ours(model, x, y, idx, ensemble, eps, args)
 
     t0 = time.perf_counter()
     x_adv, _ = reference.run_standard_evaluation(x, y, batch_size=args.batch_size)

@@ -129,6 +129,15 @@ def part2(args: argparse.Namespace) -> None:
         print(f"| {k} | {family.get(k, '-')} | {per_image[k]:.3f} | {batch_s[k]:.1f} |")
     print(f"\ndriver-side model checks per model (zero gradients, huge eps; 100 images): {checks_s:.1f} s")
 
+    _print_projection(full, per_image, batch_s, checks_s)
+
+
+def _print_projection(
+    full: Protocol, per_image: dict[str, float], batch_s: dict[str, float], checks_s: float
+) -> None:
+    """The full protocol's store batches over the shipped models, timed from one measured batch each, on 1, 8 and
+    64 workers (clean passes first, then attack batches longest first), plus the sequential eps* and checks."""
+    bs = full.batch_size
     n_models = len([r for r in zoo_rows() if r["dataset"] == "cifar10" and r["present"]])
     white = [bs] * (10_000 // bs)
     black = [bs, bs, 500 - 2 * bs]
