@@ -205,3 +205,37 @@ def test_tables_show_autoattack_and_eps_star(tiny_run, tiny_protocol):
     fp = tiny_run[0][0].eps_star
     median = "inf" if fp["median_eps_star"] is None else f"{fp['median_eps_star'] * 255:.2f}/255"
     assert median in text
+
+
+def test_each_evaluation_is_planned_once_and_the_backend_gets_those_plans(tiny_protocol, data_dir, tmp_path,
+                                                                          monkeypatch):
+    """With a backend, run_protocol plans every evaluation once (model checks and store keys), hands those plans to
+    the backend, and executes the same plans: no evaluation is assembled a second time."""
+    from arbibench.evaluation import plan as plan_module
+    from arbibench.evaluation.backends import Backend
+
+    checked = []
+    real_check = plan_module.check_model
+    monkeypatch.setattr(plan_module, "check_model", lambda *a, **k: checked.append(1) or real_check(*a, **k))
+
+    class Recording(Backend):
+        name = "recording"
+
+        def __init__(self) -> None:
+            self.seen: list[list[object]] = []
+
+        def run(self, plans, progress) -> None:  # noqa: ANN001 - computes nothing: the runner reads the store
+            self.seen.append(list(plans))
+
+        def close(self) -> None:
+            pass
+
+    backend = Recording()
+    with ResultStore(tmp_path / "s.db") as db:
+        results = run_protocol(tiny_protocol, ["resnet20_bnn"], db, data_dir=data_dir, progress=False, sweep=False,
+                               backend=backend)
+    assert len(checked) == 2  # one plan per attack family, each checked once
+    first, *later = backend.seen
+    assert later  # execution hands the backend its plans again (nothing left to compute by then)
+    assert len(first) == 2 and all(any(p is q for q in first) for run in later for p in run)  # the same objects
+    assert results[0].n_examples == {WHITE_BOX: 60, BLACK_BOX: 20}
