@@ -337,3 +337,37 @@ def protocol_deploy_check(
         )
         console.print(f"wrote {path}")
     console.print(table)
+
+
+@protocol_app.command("progress")
+def protocol_progress_command(
+    name: str = typer.Argument("cifar10", help="The preset of the run: cifar10, cifar10-l2, imagenet, imagenet-l2."),
+    models: str = typer.Option(..., help="Comma-separated zoo names of the run."),
+    store: Path = typer.Option(..., help="The run's SQLite result store."),
+    quick: bool = typer.Option(False, "--quick", help="The run used the laptop variant."),
+    inference: str = typer.Option("simulation", help="The run's --inference."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """How far a protocol run has come: per model, batches done of the total and the hours left at the measured
+    cost per batch, read from its store (nothing is computed)."""
+    from arbibench.evaluation.store import ResultStore  # start-up: the store loads torch
+    from arbibench.protocol.progress import protocol_progress  # start-up: planning loads the models
+
+    protocol = _protocol(name, quick)
+    if not hasattr(protocol, "attacks"):
+        fail(ValueError(f"{name!r} has no attack evaluations to count; use cifar10, cifar10-l2, imagenet, imagenet-l2"))
+    if not store.is_file():
+        fail(FileNotFoundError(f"no store at {store}: the run has not started (or pass its --store)"))
+    table = Table("model", "batches done", "hours so far", "hours left (projected)", "not started")
+    try:
+        with ResultStore(store) as db:
+            for model in [m.strip() for m in models.split(",") if m.strip()]:
+                p = protocol_progress(protocol, model, db, data_dir=data_dir, inference=inference)
+                hours, unknown = p.hours_left()
+                table.add_row(model, f"{p.done}/{p.batches}", f"{p.hours_so_far:.2f}", f"{hours:.2f}",
+                              str(unknown) if unknown else "")
+    except user_errors() as e:
+        fail(e)
+    console.print(table)
+    console.print("hours left: each evaluation's remaining batches at its own cost per batch; one not started yet at "
+                  "the dearest cost measured so far, or not counted when nothing is measured; eps* not counted")

@@ -58,7 +58,7 @@ def status(
     """Each job's progress: finished, running or waiting; epochs done of the budget and the projected hours left."""
     from rich.table import Table  # start-up: --help stays light
 
-    from arbibench.queue.jobs import QueueState, load_plan  # start-up: --help stays light
+    from arbibench.queue.jobs import QueueState, load_plan, protocol_run_step  # start-up: --help stays light
     from arbibench.queue.runner import running_pid
 
     try:
@@ -71,7 +71,10 @@ def status(
     total_left = 0.0
     for job in jobs:
         progress, left = "", None
-        if job.watch and (Path(job.watch) / "state.json").is_file():
+        runs = [r for r in (protocol_run_step(s) for s in job.steps) if r is not None and r.models]
+        if runs and job.name not in st.finished and job.snapshot:  # a long protocol job: batches from its store
+            progress, left = _protocol_progress(runs, job.snapshot)
+        elif job.watch and (Path(job.watch) / "state.json").is_file():
             run_state = json.loads((Path(job.watch) / "state.json").read_text())
             done = len(run_state.get("history", []))
             budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
@@ -98,6 +101,30 @@ def status(
     console.print(f"runner: {'PID ' + str(pid) if pid else 'not running'}"
                   + (f", paused for {', '.join(holders)}" if holders else "")
                   + f"; projected hours left where known: {total_left:.1f}")
+
+
+def _protocol_progress(runs: list, snapshot: tuple[str, str]) -> tuple[str, float | None]:
+    """"batches done/total" of a protocol job's models and the projected hours left, read from its store (the
+    working copy while it runs, else the tracked snapshot); planning loads each model, a second or two each."""
+    from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
+    from arbibench.protocol.presets import get_protocol  # start-up: as above
+    from arbibench.protocol.progress import protocol_progress  # start-up: as above
+
+    path = Path(snapshot[0]) if Path(snapshot[0]).is_file() else Path(snapshot[1])
+    if not path.is_file():
+        return "not started", None
+    done = total = unknown = 0
+    hours = 0.0
+    with ResultStore(path) as db:
+        for run in runs:
+            protocol = get_protocol(run.preset, run.quick)
+            for model in run.models:
+                p = protocol_progress(protocol, model, db, inference=run.inference)
+                done, total = done + p.done, total + p.batches
+                h, u = p.hours_left()
+                hours, unknown = hours + h, unknown + u
+    note = f" ({unknown} evaluations not started: not counted)" if unknown else ""
+    return f"batches {done}/{total}{note}", hours
 
 
 @queue_app.command("pause")

@@ -86,3 +86,39 @@ class QueueState:
         atomic_write_json(
             {"done_steps": self.done_steps, "finished": self.finished, "elapsed_s": self.elapsed_s}, self.path
         )
+
+
+@dataclass(frozen=True)
+class ProtocolRunStep:
+    """What a queue step ``arbibench protocol run ...`` evaluates: enough to read its progress from its store."""
+
+    preset: str
+    models: tuple[str, ...]
+    store: str
+    quick: bool
+    inference: str
+
+
+def protocol_run_step(step: tuple[str, ...]) -> ProtocolRunStep | None:
+    """The protocol run a step starts, or None for any other step (a corruption run has no attacks to count)."""
+    if list(step[:3]) != ["arbibench", "protocol", "run"] or len(step) < 4 or step[3].startswith("-"):
+        return None
+    if step[3] == "cifar10-c":
+        return None
+    opts: dict[str, str] = {}
+    flags = set()
+    i = 4
+    while i < len(step):
+        arg = step[i]
+        if arg.startswith("--") and "=" in arg:
+            k, v = arg[2:].split("=", 1)
+            opts[k] = v
+        elif arg in ("--quick", "--demo", "--no-sweep", "--sweep"):
+            flags.add(arg[2:])
+        elif arg.startswith("--") and i + 1 < len(step):
+            opts[arg[2:]] = step[i + 1]
+            i += 1
+        i += 1
+    models = tuple(m for m in opts.get("models", "").split(",") if m and m != "all")
+    return ProtocolRunStep(step[3], models, opts.get("store", "arbibench.db"), "quick" in flags,
+                           opts.get("inference", "simulation"))

@@ -1,0 +1,102 @@
+"""How far a protocol run over a store has come: batches done of the total, and the hours left at the measured cost.
+
+A full-protocol card takes tens of CPU hours, spread over sessions and machines; any session must be able to say where
+it stands without running anything. The run's evaluations are planned exactly as ``protocol run`` plans them
+(:func:`arbibench.protocol.run.plan_model`), so each store key is the one the run writes, and the store says which
+of its batches are committed and how many seconds each took. The eps* search is not counted: its rounds depend on
+each other's results, so its size is not known in advance (it costs about as much as one black-box attack).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+from arbibench.evaluation.store import ResultStore, hash_json
+from arbibench.models.zoo import load_model
+from arbibench.protocol.presets import Protocol
+from arbibench.protocol.run import plan_model, protocol_subsets
+
+
+@dataclass
+class EvaluationProgress:
+    """One store evaluation of the run: a clean pass or an attack on one family's images or one sweep eps."""
+
+    label: str
+    batches: int
+    done: int
+    seconds: float  # stored seconds of the done batches
+
+    @property
+    def per_batch(self) -> float | None:
+        return self.seconds / self.done if self.done else None
+
+
+@dataclass
+class ProtocolProgress:
+    """A model's protocol run: every planned evaluation with its committed batches."""
+
+    model_name: str
+    protocol: str
+    evaluations: list[EvaluationProgress] = field(default_factory=list)
+
+    @property
+    def batches(self) -> int:
+        return sum(e.batches for e in self.evaluations)
+
+    @property
+    def done(self) -> int:
+        return sum(e.done for e in self.evaluations)
+
+    @property
+    def hours_so_far(self) -> float:
+        return sum(e.seconds for e in self.evaluations) / 3600
+
+    def hours_left(self) -> tuple[float, int]:
+        """(projected hours, evaluations with no measured batch yet): each evaluation's remaining batches at its own
+        measured cost per batch; one not started yet at the dearest cost measured in this run (a bound, not a
+        guess: attacks differ by orders of magnitude, so an unstarted one is counted as the slowest seen)."""
+        measured = [e.per_batch for e in self.evaluations if e.per_batch is not None]
+        fallback = max(measured, default=None)
+        seconds, unknown = 0.0, 0
+        for e in self.evaluations:
+            left = e.batches - e.done
+            if not left:
+                continue
+            cost = e.per_batch if e.per_batch is not None else fallback
+            if cost is None:
+                unknown += 1
+                continue
+            seconds += left * cost
+        return seconds / 3600, unknown
+
+
+def protocol_progress(
+    protocol: Protocol,
+    model_name: str,
+    store: ResultStore,
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    inference: str = "simulation",
+) -> ProtocolProgress:
+    """Plan ``model_name`` under ``protocol`` as ``protocol run`` does and read each evaluation's batches from
+    ``store`` (nothing is computed; the store gains only the schema if it is new)."""
+    model = load_model(model_name, dataset=protocol.dataset)
+    plan = plan_model(model, model_name, protocol, store, protocol_subsets(protocol, data_dir), data_dir=data_dir,
+                      inference=inference)
+    out = ProtocolProgress(model_name, protocol.label)
+    seen: set[str] = set()  # the sweep's clean passes are one evaluation: the same images, whatever the eps
+    for family, ev in [*plan.families.items(), *((f"sweep eps={p.ctx.threat.eps:.4g}", p) for p in plan.sweep)]:
+        ctx = ev.ctx
+        n_batches = math.ceil(len(ctx.y) / ctx.batch_size)
+        for attack in (None, *ev.attacks):
+            key = hash_json({"model_hash": ctx.model_hash, **ctx.spec(attack)})
+            if key in seen:
+                continue
+            seen.add(key)
+            row = store.conn.execute("SELECT COUNT(*), COALESCE(SUM(seconds), 0) FROM batches WHERE eval_key = ?",
+                                     (key,)).fetchone()
+            label = f"{family}: {'clean' if attack is None else attack.name}"
+            out.evaluations.append(EvaluationProgress(label, n_batches, int(row[0]), float(row[1])))
+    return out

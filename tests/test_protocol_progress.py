@@ -1,0 +1,75 @@
+"""Protocol progress: the evaluations a run plans, their committed batches read from its store, and the projection."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from typer.testing import CliRunner
+
+from arbibench.evaluation.store import ResultStore
+from arbibench.protocol import presets
+from arbibench.protocol.presets import _spec
+from arbibench.protocol.progress import EvaluationProgress, ProtocolProgress, protocol_progress
+from arbibench.protocol.run import run_protocol
+from arbibench.queue.jobs import protocol_run_step
+
+
+def _tiny(name: str = "cifar10", quick: bool = False, demo: bool = False) -> presets.Protocol:
+    return dataclasses.replace(
+        presets.PROTOCOLS["cifar10"], n_white_box=24, n_black_box=8, batch_size=10, sweep_eps=("1/255", "2/255"),
+        n_sweep=12, eps_star_attacks=(), quick=True,
+        attacks=(_spec("fgsm", "white-box"), _spec("square", "black-box", max_queries=20)),
+    )
+
+
+def test_a_finished_run_is_complete_and_a_deleted_evaluation_is_missing(tmp_path, data_dir):
+    protocol = _tiny()
+    with ResultStore(tmp_path / "s.db") as db:
+        before = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
+        # white-box 24 images in 3 batches (clean + fgsm), black-box 8 in 1 (clean + square), sweep 12 in 2
+        # (one clean pass shared by both eps, apgd_ce at each eps)
+        assert (before.done, before.batches) == (0, 3 * 2 + 1 * 2 + 2 * 3)
+        run_protocol(protocol, ["resnet20_bnn"], db, data_dir=data_dir, progress=False)
+        after = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
+        assert after.done == after.batches == before.batches
+        assert after.hours_left() == (0.0, 0)
+        db.conn.execute("DELETE FROM batches WHERE eval_key IN "
+                        "(SELECT eval_key FROM evaluations WHERE attack = 'fgsm')")
+        db.conn.commit()
+        partial = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
+    assert partial.done == after.done - 3
+    hours, unknown = partial.hours_left()
+    assert unknown == 0 and hours > 0  # fgsm is counted at the dearest measured cost per batch
+
+
+def test_the_projection_uses_each_evaluation_s_own_cost():
+    p = ProtocolProgress("m", "cifar10", [EvaluationProgress("a", 10, 5, 50.0), EvaluationProgress("b", 4, 0, 0.0),
+                                          EvaluationProgress("c", 2, 2, 1.0)])
+    hours, unknown = p.hours_left()
+    assert unknown == 0 and hours == pytest.approx((5 * 10 + 4 * 10) / 3600)
+    nothing = ProtocolProgress("m", "cifar10", [EvaluationProgress("a", 3, 0, 0.0)])
+    assert nothing.hours_left() == (0.0, 1)
+
+
+def test_queue_steps_are_read_as_protocol_runs():
+    step = ("arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "runs/x.db", "--quick")
+    r = protocol_run_step(step)
+    assert r is not None and (r.preset, r.models, r.store, r.quick) == ("cifar10", ("resnet20_fp",), "runs/x.db", True)
+    assert protocol_run_step(("arbibench", "protocol", "run", "cifar10-c", "--models", "m")) is None
+    assert protocol_run_step(("arbibench", "train", "--method", "bnn")) is None
+
+
+def test_the_progress_command_prints_each_model(tmp_path, data_dir, monkeypatch):
+    from arbibench.cli import app
+
+    monkeypatch.setattr(presets, "get_protocol", _tiny)
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    missing = CliRunner().invoke(app, ["protocol", "progress", "--models", "resnet20_bnn", "--store",
+                                       str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "has not started" in missing.output
+    ResultStore(tmp_path / "s.db").close()
+    result = CliRunner().invoke(app, ["protocol", "progress", "--models", "resnet20_bnn", "--store",
+                                      str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    assert "0/14" in result.output
