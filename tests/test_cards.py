@@ -110,3 +110,13 @@ def test_bad_fields_are_named(edit, field: str) -> None:
     with pytest.raises(CardError) as info:
         parse_card(Path("m.json"), data)
     assert info.value.field == field
+
+
+def test_a_methods_authors_and_venue_come_from_its_paper() -> None:
+    from arbibench.models.methods import METHODS, get_method
+
+    m = get_method("bireal")
+    assert (m.authors, m.venue) == ("Liu et al.", "ECCV 2018")
+    assert (get_method("dorefa").authors, get_method("dorefa").venue) == ("Zhou et al.", "arXiv:1606.06160")
+    for method in METHODS.values():
+        assert method.paper.startswith(method.authors + ", ") and method.paper.endswith(", " + method.venue)

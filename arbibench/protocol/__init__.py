@@ -1,5 +1,6 @@
-"""The ARBiBench protocol: presets (``presets``), running them over the zoo (``run``), the common-corruptions preset
-(``corruptions``), the report tables (``report``) and their commands (``cli``). The presets are re-exported here.
+"""The ARBiBench protocol: presets (``presets``), running them over the zoo (``run``: plan each model's evaluations
+once, execute, read back), the common-corruptions preset (``corruptions``), their cards (``cards``), the report
+tables (``report``) and their commands (``cli``). The presets are re-exported here.
 
 The names load on first use (PEP 562 ``__getattr__``), so that ``arbibench protocol --help`` does not import torch.
 """
