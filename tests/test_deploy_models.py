@@ -165,3 +165,12 @@ def test_deployed_model_is_inference_only_and_cached(images300: torch.Tensor,
     second = deployed(model, backend="emulator")
     assert second is not first
     assert torch.allclose(second(images300[:4]), out + 1.0)
+
+
+def test_numba_backend_equals_the_kernel_where_installed(images300: torch.Tensor) -> None:
+    """The optional numba fallback (pip install 'arbibench[deploy]') computes the same logits."""
+    pytest.importorskip("numba", reason="numba is the optional 'deploy' extra")
+    model = load_model("resnet20_reactnet")
+    x = images300[:16]
+    got = deploy(model, backend="numba")(x)
+    assert torch.equal(got, deploy(model, backend="emulator")(x))
