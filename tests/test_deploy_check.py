@@ -80,3 +80,18 @@ def test_the_command_writes_one_card_per_model_and_refuses_unknown_attacks(tmp_p
     assert [t["attack"] for t in card["transfer_to_deployed"]] == ["fgsm"]
     result = CliRunner().invoke(app, [*args[:5], "--attacks", "nosuch", *args[7:]])
     assert result.exit_code == 2 and "not in" in result.output
+
+
+def test_the_leaderboard_table_reads_the_deploy_card(check, tmp_path):
+    from arbibench.files import atomic_write_json
+    from arbibench.leaderboard.deploy import deploy_markdown, load_deploy_cards
+
+    folder = tmp_path / "cifar10" / "deploy"
+    folder.mkdir(parents=True)
+    atomic_write_json(check.to_card(), folder / "resnet20_xnor.json")
+    cards = load_deploy_cards(tmp_path)
+    text = deploy_markdown(cards)
+    zero = check.clean[0]
+    assert f"{100 * zero.agreement:.2f}% of {zero.n_images}" in text
+    assert "`resnet20_xnor`" in text and "stale" not in text
+    assert "stale" in deploy_markdown(cards, {"resnet20_xnor": "0" * 64})

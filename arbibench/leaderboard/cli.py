@@ -100,10 +100,11 @@ def markdown(
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
             raise ValueError(f"--date {day!r}: give the date as YYYY-MM-DD")
         from arbibench.leaderboard.corruptions import load_corruption_cards  # start-up: it loads matplotlib
+        from arbibench.leaderboard.deploy import load_deploy_cards  # start-up: beside the corruption cards
 
         boards = build_boards(load_cards(model_info))
         text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), read_pins(), day,
-                                    load_corruption_cards(model_info))
+                                    load_corruption_cards(model_info), load_deploy_cards(model_info))
         readme_text = None if readme is None else with_top_rows(readme.read_text(encoding="utf-8"), boards)
         atomic_write_text(text, out)
         if readme is not None and readme_text is not None:

@@ -10,9 +10,11 @@ as a plain mapping, never from the zoo registry (which loads torch).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from arbibench.cards import CorruptionCard
 from arbibench.leaderboard.cards import ModelCard, order_families
+from arbibench.leaderboard.deploy import deploy_markdown
 from arbibench.leaderboard.ranking import Board
 
 DASH = "-"
@@ -204,7 +206,8 @@ def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Mapp
 
 def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: Mapping[str, Mapping[str, object]],
                          pins: Mapping[str, str], date: str,
-                         corruption_cards: list[CorruptionCard] | None = None) -> str:
+                         corruption_cards: list[CorruptionCard] | None = None,
+                         deploy_cards: list[dict[str, Any]] | None = None) -> str:
     """The whole ``LEADERBOARD.md``: every leaderboard, the corruptions table, the zoo table and the provenance
     paragraph, all from cards."""
     corruptions = [] if not corruption_cards else [
@@ -213,6 +216,16 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
         "`corruptions_acc`); a regenerated set is not the official files, so its numbers are not comparable digit for "
         "digit with RobustBench's.",
         corruption_markdown(corruption_cards),
+    ]
+    deployed = [] if not deploy_cards else [
+        "## The deployed network",
+        "Does robustness measured on the float simulation hold for the bit-packed network that ships "
+        "(`arbibench protocol deploy-check`, on the quick protocol's images)? Clean agreement: the share of images "
+        "both predict alike (zero padding; +1 padding as on hardware without zero padding). Transfer: of the "
+        "simulation's successful adversarial examples, the share that also fool the deployed network, for the attack "
+        "where it is lowest (Wilson 95%). Direct: Square, HSJA and RayS run against each network on the same images, "
+        "ACC* of the deployed minus the simulation in points (paired 95% bootstrap).",
+        deploy_markdown(deploy_cards, pins),
     ]
     parts = [
         "# arbibench leaderboard",
@@ -225,6 +238,7 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
         "## Adversarial robustness",
         *[board_markdown(b, pins=pins).rstrip("\n") for b in boards],
         *corruptions,
+        *deployed,
         "## Model zoo",
         "Clean accuracy, training time and recipe of every shipped checkpoint, from its card (`arbibench zoo table`); "
         "the goal is the zoo's clean-accuracy target for the method.",

@@ -1,0 +1,77 @@
+"""The deploy-check cards on the leaderboard: does robustness measured on the simulation hold for the deployed BNN?
+
+``arbibench protocol deploy-check`` writes one card per model to ``model_info/<dataset>/deploy/<name>.json``
+(:mod:`arbibench.protocol.deploy_check`). This module reads them as JSON (no torch) and renders the table that
+LEADERBOARD.md and README show: clean agreement of the deployed network with the simulation, the share of each
+attack's adversarial examples that also fool it, and the query attacks run against it directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from arbibench.leaderboard.cards import LeaderboardError
+
+KIND = "deploy_check"
+_REQUIRED = ("name", "protocol", "checkpoint_sha256", "clean_agreement", "transfer_to_deployed", "direct_attacks")
+
+
+def load_deploy_cards(model_info: Path) -> list[dict[str, Any]]:
+    """Every deploy-check card under ``model_info`` (``*/deploy/*.json``), sorted by name; a malformed one is an
+    error naming the file and the missing field."""
+    cards = []
+    for path in sorted(Path(model_info).glob("*/deploy/*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise LeaderboardError(f"{path} is not valid JSON ({e}); run `arbibench protocol deploy-check` "
+                                   "again") from e
+        if not isinstance(data, dict) or data.get("kind") != KIND:
+            continue
+        missing = [k for k in _REQUIRED if k not in data]
+        if missing:
+            raise LeaderboardError(f"{path}: deploy card lacks {', '.join(missing)}; run the deploy check again")
+        cards.append(data)
+    return sorted(cards, key=lambda c: str(c["name"]))
+
+
+def _share(row: Mapping[str, Any]) -> str:
+    if row.get("share") is None:
+        return "-"
+    low, high = row["interval"]
+    return f"{100 * row['share']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] of {row['fooled_simulation']}"
+
+
+def deploy_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str] | None = None) -> str:
+    """One row per model: clean agreement (zero padding, +1 padding, all test images when measured), the attack whose
+    adversarial examples transfer worst to the deployed network, and deployed minus simulation ACC* per query attack.
+    A card of a checkpoint the zoo has replaced is marked."""
+    pins = pins or {}
+    header = ["model", "clean agreement", "pad=+1 agreement", "whole test set", "lowest transfer to deployed",
+              "ACC* deployed - simulation (Square, HSJA, RayS)"]
+    lines = ["| " + " | ".join(header) + " |", "| --- | ---: | ---: | ---: | --- | --- |"]
+    for card in cards:
+        clean = card["clean_agreement"]
+        zero, padded = clean[0], clean[1] if len(clean) > 1 else None
+        full = clean[2] if len(clean) > 2 else None
+        transfers = [t for t in card["transfer_to_deployed"] if t.get("share") is not None]
+        worst = min(transfers, key=lambda t: t["share"], default=None)
+        direct = ", ".join(
+            f"{d['attack']} {100 * d['difference'][0]:+.1f} [{100 * d['difference'][1]:+.1f}, "
+            f"{100 * d['difference'][2]:+.1f}]" for d in card["direct_attacks"]
+        )
+        name = f"`{card['name']}`"
+        if pins.get(card["name"], card["checkpoint_sha256"]) != card["checkpoint_sha256"]:
+            name += " (stale: measured replaced weights)"
+        lines.append("| " + " | ".join([
+            name,
+            f"{100 * zero['agreement']:.2f}% of {zero['n_images']}",
+            "-" if padded is None else f"{100 * padded['agreement']:.2f}%",
+            "-" if full is None else f"{100 * full['agreement']:.2f}% of {full['n_images']:,}",
+            "-" if worst is None else f"{worst['attack']}: {_share(worst)}",
+            direct or "-",
+        ]) + " |")
+    return "\n".join(lines)
