@@ -368,6 +368,58 @@ __attribute__((target("avx2"))) static inline __m256i popcnt8(__m256i v) {
     return _mm256_add_epi8(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut, hi));
 }
 
+/* Epilogue results y of output channel o, pixels ox0..ox0+7: + residual, the activation, stored (vector ops, the
+ * same IEEE operations as glue()); a partial block at the row's end goes through glue() itself. */
+__attribute__((target("avx2"), always_inline)) static inline void store8(const job_t *j, int64_t n, int64_t o,
+                                                                         int64_t oy, int64_t ox0, __m256 y) {
+    if (j->OW - ox0 < 8) {
+        float vals[8];
+        _mm256_storeu_ps(vals, y);
+        store_row(j, n, o, oy, ox0, 8, vals);
+        return;
+    }
+    const int64_t at = ((n * j->O + o) * j->OH + oy) * j->OW + ox0;
+    if (j->residual) y = _mm256_add_ps(y, _mm256_loadu_ps(j->residual + at));
+    const float *p = j->act_params;
+    const __m256 zero = _mm256_setzero_ps();
+    if (j->act == 1) {
+        y = _mm256_blendv_ps(y, _mm256_set1_ps(p[0]), _mm256_cmp_ps(y, _mm256_set1_ps(p[0]), _CMP_LT_OQ));
+        y = _mm256_blendv_ps(y, _mm256_set1_ps(p[1]), _mm256_cmp_ps(y, _mm256_set1_ps(p[1]), _CMP_GT_OQ));
+    } else if (j->act == 2) {
+        const __m256 sl = _mm256_mul_ps(_mm256_set1_ps(p[o]), y);
+        y = _mm256_blendv_ps(sl, y, _mm256_cmp_ps(y, zero, _CMP_GT_OQ));
+    } else if (j->act == 3) {
+        const __m256 z = _mm256_sub_ps(y, _mm256_set1_ps(p[o]));
+        const __m256 sl = _mm256_mul_ps(_mm256_set1_ps(p[j->O + o]), z);
+        y = _mm256_add_ps(_mm256_blendv_ps(sl, z, _mm256_cmp_ps(z, zero, _CMP_GT_OQ)), _mm256_set1_ps(p[2 * j->O + o]));
+    }
+    _mm256_storeu_ps(j->out + at, y);
+}
+
+/* Dense channels of one AVX2 block, inlined with a constant word count nl <= 31 (byte counters cannot overflow):
+ * pixels 0-3 in the *0 vectors, 4-7 in the *1 vectors. */
+__attribute__((target("avx2"), always_inline)) static inline void block_avx2_dense(
+    const job_t *j, int64_t n, int64_t oy, int64_t ox0, const __m256i *a0, const __m256i *a1, const __m256i *v0,
+    const __m256i *v1, const int64_t *widx, const int64_t nl, const __m256i kv) {
+    const int64_t L = j->KH * j->SW;
+    const __m256i zero = _mm256_setzero_si256(), idx = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    for (int64_t o = 0; o < j->O; o++) {
+        const uint64_t *w = j->wval + o * L;
+        __m256i b0 = zero, b1 = zero;
+        for (int64_t l = 0; l < nl; l++) {
+            const __m256i ww = _mm256_set1_epi64x((long long)w[widx[l]]);
+            b0 = _mm256_add_epi8(b0, popcnt8(_mm256_and_si256(_mm256_xor_si256(a0[l], ww), v0[l])));
+            b1 = _mm256_add_epi8(b1, popcnt8(_mm256_and_si256(_mm256_xor_si256(a1[l], ww), v1[l])));
+        }
+        const __m128i p0 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_sad_epu8(b0, zero), idx));
+        const __m128i p1 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_sad_epu8(b1, zero), idx));
+        const __m256i p32 = _mm256_inserti128_si256(_mm256_castsi128_si256(p0), p1, 1);
+        const __m256i acc = _mm256_sub_epi32(kv, _mm256_add_epi32(p32, p32));
+        const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(j->mul[o]));
+        store8(j, n, o, oy, ox0, _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o]))); /* two roundings */
+    }
+}
+
 /* 8 output pixels as two vectors of 4; byte counters summed into 64-bit lanes every 31 words (255 max). */
 __attribute__((target("avx2"))) static void block_avx2(const job_t *j, int64_t n, int64_t oy, const rows_t *r,
                                                        int64_t ox0) {
@@ -390,6 +442,18 @@ __attribute__((target("avx2"))) static void block_avx2(const job_t *j, int64_t n
                 v0[nl] = _mm256_loadu_si256((const __m256i *)(j->valid + q * j->OWp + ox0));
                 v1[nl] = _mm256_loadu_si256((const __m256i *)(j->valid + q * j->OWp + ox0 + 4));
             }
+        }
+    }
+    if (!j->wmask && nl <= 31) {
+        const __m256i kv8 = _mm256_mullo_epi32(_mm256_loadu_si256((const __m256i *)(j->kcol + ox0)),
+                                               _mm256_set1_epi32((int)r->nrows));
+        switch (nl) {
+        case 1: block_avx2_dense(j, n, oy, ox0, a0, a1, v0, v1, widx, 1, kv8); return;
+        case 2: block_avx2_dense(j, n, oy, ox0, a0, a1, v0, v1, widx, 2, kv8); return;
+        case 3: block_avx2_dense(j, n, oy, ox0, a0, a1, v0, v1, widx, 3, kv8); return;
+        case 6: block_avx2_dense(j, n, oy, ox0, a0, a1, v0, v1, widx, 6, kv8); return;
+        case 9: block_avx2_dense(j, n, oy, ox0, a0, a1, v0, v1, widx, 9, kv8); return;
+        default: block_avx2_dense(j, n, oy, ox0, a0, a1, v0, v1, widx, nl, kv8); return;
         }
     }
     int64_t kv[8];
@@ -428,9 +492,7 @@ __attribute__((target("avx2"))) static void block_avx2(const job_t *j, int64_t n
         for (int i = 0; i < 8; i++) acc[i] = (int32_t)((wm ? cc[i] : kv[i]) - 2 * pp[i]);
         const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)acc)),
                                             _mm256_set1_ps(j->mul[o]));
-        float vals[8];
-        _mm256_storeu_ps(vals, _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o]))); /* two roundings */
-        store_row(j, n, o, oy, ox0, 8, vals);
+        store8(j, n, o, oy, ox0, _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o]))); /* two roundings */
     }
 }
 
@@ -440,7 +502,6 @@ __attribute__((target("avx512f,avx512vpopcntdq,avx2"), always_inline)) static in
     const job_t *j, int64_t n, int64_t oy, int64_t ox0, const __m512i *a, const __m512i *v, const int64_t *widx,
     const int64_t nl, const __m256i kv) {
     const int64_t L = j->KH * j->SW;
-    const int full = j->OW - ox0 >= 8;
     for (int64_t o = 0; o < j->O; o++) {
         const uint64_t *w = j->wval + o * L;
         __m512i pop = _mm512_setzero_si512();
@@ -467,29 +528,7 @@ __attribute__((target("avx512f,avx512vpopcntdq,avx2"), always_inline)) static in
         }
         const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(j->mul[o]));
         __m256 y = _mm256_add_ps(scaled, _mm256_set1_ps(j->add[o])); /* two roundings, never one FMA */
-        if (full) {
-            const int64_t at = ((n * j->O + o) * j->OH + oy) * j->OW + ox0;
-            if (j->residual) y = _mm256_add_ps(y, _mm256_loadu_ps(j->residual + at));
-            const float *p = j->act_params;
-            const __m256 zero = _mm256_setzero_ps();
-            if (j->act == 1) {
-                y = _mm256_blendv_ps(y, _mm256_set1_ps(p[0]), _mm256_cmp_ps(y, _mm256_set1_ps(p[0]), _CMP_LT_OQ));
-                y = _mm256_blendv_ps(y, _mm256_set1_ps(p[1]), _mm256_cmp_ps(y, _mm256_set1_ps(p[1]), _CMP_GT_OQ));
-            } else if (j->act == 2) {
-                const __m256 sl = _mm256_mul_ps(_mm256_set1_ps(p[o]), y);
-                y = _mm256_blendv_ps(sl, y, _mm256_cmp_ps(y, zero, _CMP_GT_OQ));
-            } else if (j->act == 3) {
-                const __m256 z = _mm256_sub_ps(y, _mm256_set1_ps(p[o]));
-                const __m256 sl = _mm256_mul_ps(_mm256_set1_ps(p[j->O + o]), z);
-                y = _mm256_add_ps(_mm256_blendv_ps(sl, z, _mm256_cmp_ps(z, zero, _CMP_GT_OQ)),
-                                  _mm256_set1_ps(p[2 * j->O + o]));
-            }
-            _mm256_storeu_ps(j->out + at, y);
-        } else {
-            float vals[8];
-            _mm256_storeu_ps(vals, y);
-            store_row(j, n, o, oy, ox0, 8, vals);
-        }
+        store8(j, n, o, oy, ox0, y);
     }
 }
 
