@@ -81,10 +81,17 @@ class _StopError(Exception):
     pass
 
 
-def test_two_step_run_resumes_across_the_step_boundary_to_identical_weights(tmp_path, data_dir):
+@pytest.fixture(scope="module")
+def xnorpp_run(tmp_path_factory, data_dir):
+    """One uninterrupted two-step xnorpp run, shared: the reference of the resume test, the start of a continuation."""
+    folder = tmp_path_factory.mktemp("xnorpp") / "full"
+    return folder, train(_tiny("xnorpp"), folder, data_dir, log=lambda m: None, eval_examples=200)
+
+
+def test_two_step_run_resumes_across_the_step_boundary_to_identical_weights(tmp_path, data_dir, xnorpp_run):
     # xnorpp: step 2 adds learned scales that step 1 does not have, initialised from the step-1 weights
     recipe = _tiny("xnorpp")
-    full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=200)
+    full_dir, full = xnorpp_run
 
     def stop_after_step_one(msg):
         if msg.startswith("epoch 1:"):
@@ -95,9 +102,9 @@ def test_two_step_run_resumes_across_the_step_boundary_to_identical_weights(tmp_
     step1 = load_file(str(tmp_path / "resumed" / "model.safetensors"))
     assert not any(k.endswith("kernel_quantizer.alpha") for k in step1)  # step 1: no binary kernels yet
     resumed = train(recipe, tmp_path / "resumed", data_dir, log=lambda m: None, eval_examples=200)
-    assert _digest(tmp_path / "full" / "model.safetensors") == _digest(tmp_path / "resumed" / "model.safetensors")
+    assert _digest(full_dir / "model.safetensors") == _digest(tmp_path / "resumed" / "model.safetensors")
     assert resumed["clean_acc"] == full["clean_acc"]
-    final = load_file(str(tmp_path / "full" / "model.safetensors"))
+    final = load_file(str(full_dir / "model.safetensors"))
     assert any(k.endswith("kernel_quantizer.alpha") for k in final)
     assert "clean_acc_before_bn_recalibration" in full
 
@@ -156,10 +163,10 @@ def test_export_keeps_the_replaced_version_in_the_card(tmp_path, data_dir):
     assert again["previous_versions"] == card["previous_versions"]  # re-exporting the same weights adds nothing
 
 
-def test_continuing_a_trained_bnn_loads_every_tensor_and_records_the_starting_weights(tmp_path, data_dir):
+def test_continuing_a_trained_bnn_loads_every_tensor_and_records_the_starting_weights(tmp_path, data_dir,
+                                                                                     xnorpp_run):
     # --step1-epochs 0 --init-from <a trained BNN>: binary weights from the first epoch, learned scales included
-    train(_tiny("xnorpp"), tmp_path / "first", data_dir, log=lambda m: None, eval_examples=100)
-    start = tmp_path / "first" / "model.safetensors"
+    start = xnorpp_run[0] / "model.safetensors"
     messages: list[str] = []
     more = _tiny("xnorpp", epochs=1, step1_epochs=0, init_from=str(start))
     summary = train(more, tmp_path / "more", data_dir, log=messages.append, eval_examples=100)
