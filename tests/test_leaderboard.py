@@ -476,7 +476,8 @@ def test_markdown_table_has_the_sites_ranking_and_numbers(tmp_path: Path) -> Non
         assert [r[1] for r in rows] == [f"`{c.name}`" for c in board]  # rank order by RS, as on the site
         for row, card in zip(rows, board, strict=True):
             assert row[0].endswith("⚠") == bool(card.flags), card.name
-            assert row[3] == f"{card.clean_acc:.1f}%" and row[-6] == f"{card.rs['all']:.3f}"
+            assert row[3] == ("quick" if card.quick else "full")
+            assert row[4] == f"{card.clean_acc:.1f}%" and row[-6] == f"{card.rs['all']:.3f}"
             scale = 255 if threat == "Linf" else 1
             assert row[-3].split(" [")[0] == f"{card.median_eps_star * scale:.2f}{unit}"  # L2 not in 1/255
         attack_rows = _markdown_rows(per_attack)
@@ -522,3 +523,25 @@ def test_l2_board_shows_eps_star_in_input_units(built: Path) -> None:
     assert rows
     for row, name in zip(rows, names, strict=True):
         assert row[-3] == f"{cards[name].median_eps_star:.3g}"  # an L2 distance, not a count of 1/255 steps
+
+
+def test_a_ranking_across_protocol_sizes_is_marked_and_filterable(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path, examples=False)
+    folder = model_info / "cifar10" / "Linf"
+    card = json.loads((folder / "resnet20_fp.json").read_text())
+    card["quick"] = False  # one full-protocol card among the quick ones
+    (folder / "resnet20_fp.json").write_text(json.dumps(card))
+    out = tmp_path / "board.md"
+    result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(model_info), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    linf = out.read_text().split("· L∞ (")[1].split("### ")[0]
+    assert "mixes protocol sizes" in linf
+    rows = {r[1]: r for r in _markdown_rows(linf.split("ACC_norm per attack:")[0])}
+    assert rows["`resnet20_fp`"][3] == "full" and "†" not in rows["`resnet20_fp`"][0]
+    assert all(r[3] == "quick" and r[0].endswith("†") for n, r in rows.items() if n != "`resnet20_fp`")
+    l2 = out.read_text().split("· L2 (")[1]
+    assert "mixes protocol sizes" not in l2 and "†" not in l2  # all full: nothing to mark
+    build_site(model_info, tmp_path / "site", "png")
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert 'data-size="full"' in page and 'data-size="quick"' in page
+    assert '<option value="full">full protocol</option><option value="quick">quick protocol</option>' in page

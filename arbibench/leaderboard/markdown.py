@@ -15,7 +15,7 @@ from typing import Any
 from arbibench.cards import CorruptionCard
 from arbibench.leaderboard.cards import ModelCard, order_families
 from arbibench.leaderboard.deploy import deploy_markdown
-from arbibench.leaderboard.ranking import Board
+from arbibench.leaderboard.ranking import Board, protocol_size
 
 DASH = "-"
 
@@ -53,18 +53,21 @@ def summary_markdown(board: Board) -> str:
 
     A model the gradient-masking checks flagged gets a warning sign beside its rank, as on the site."""
     families = board.families
-    header = ["rank", "model", "method", "ACC", *[f"RS {f}" for f in families], "RS all", "RS_mean all",
+    header = ["rank", "model", "method", "protocol", "ACC", *[f"RS {f}" for f in families], "RS all", "RS_mean all",
               "AutoAttack", "median eps* [95% CI]", "worst case", "flags"]
-    lines = [_row(header), _row(["---", "---", "---", *["---:"] * (len(header) - 4), "---"])]
+    lines = [_row(header), _row(["---", "---", "---", "---", *["---:"] * (len(header) - 5), "---"])]
+    mixed = len(board.sizes) > 1
     for ranked in board.rows:
         card = ranked.card
+        size = protocol_size(card)
         aa = card.autoattack_acc
         if aa is None and "autoattack" in card.attacks:
             aa = card.attacks["autoattack"].acc_star
         lines.append(_row([
-            f"{ranked.rank}{' ⚠' if card.flags else ''}",
+            f"{ranked.rank}{' ⚠' if card.flags else ''}{' †' if mixed and size != 'full' else ''}",
             f"`{card.name}`",
             card.method or DASH,
+            size,
             _pct(card.clean_acc),
             *[_ratio(card.rs.get(f)) for f in families],
             _ratio(card.rs.get("all")),
@@ -101,10 +104,13 @@ def replaced_checkpoints(board: Board, pins: Mapping[str, str]) -> list[str]:
 
 def board_markdown(board: Board, *, per_attack: bool = True, pins: Mapping[str, str] | None = None) -> str:
     """A titled section for one leaderboard: the ranking, then (optionally) ACC_norm per attack."""
-    quick = any(r.card.quick for r in board.rows)
     parts = [f"### {board.title} ({', '.join(board.eps_texts) or 'eps not given'})"]
-    if quick:
+    if board.sizes == ["quick"]:
         parts.append("Quick-variant results (smaller subsets and query budgets; not the full protocol).")
+    elif len(board.sizes) > 1:
+        parts.append("This ranking mixes protocol sizes: † marks a quick-variant card (smaller subsets, 1000 queries: "
+                     "wider intervals and weaker black-box attacks) ranked among full-protocol cards; compare within "
+                     "a size.")
     parts.append(summary_markdown(board))
     replaced = replaced_checkpoints(board, pins or {})
     if replaced:

@@ -18,7 +18,7 @@ from arbibench.cards import shipped_sha256, stale_checkpoint
 from arbibench.leaderboard.cards import ModelCard
 from arbibench.leaderboard.examples import ExampleSet
 from arbibench.leaderboard.figures import FigureFile
-from arbibench.leaderboard.ranking import Board, Ranked, slug
+from arbibench.leaderboard.ranking import Board, Ranked, protocol_size, slug
 
 FAMILY_HINTS = {
     "white-box": "attacks that use the model's gradients",
@@ -141,6 +141,10 @@ def masking_mark(card: ModelCard) -> str:
 def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_rs: float,
          show_eps_star: bool = False) -> str:
     card = ranked.card
+    size = protocol_size(card)
+    mixed_mark = (" <span class=\"mixed\" title=\"A quick-variant card ranked among full-protocol cards: smaller "
+                  "subsets and query budgets, so compare it within its size.\">\u2020</span>"
+                  if len(board.sizes) > 1 and size != "full" else "")
     medal = f"<span class=\"medal m{ranked.rank}\">{ranked.rank}</span>" if ranked.rank <= 3 else str(ranked.rank)
     medal += masking_mark(card)
     who = ", ".join(esc(x) for x in (card.authors, card.venue) if x)
@@ -154,6 +158,7 @@ def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_r
         f"{esc(card.name)}</a>{who_html}</td>",
         f"<td data-value=\"{esc(card.method)}\">{esc(card.method) or NONE}</td>",
         f"<td data-value=\"{esc(card.architecture)}\">{esc(card.architecture)}{bits_html}</td>",
+        f"<td class=\"size\" data-value=\"{size}\">{size}{mixed_mark}</td>",
         _num_cell(card.clean_acc, pct(card.clean_acc), card.clean_acc),
     ]
     for fam in families:
@@ -167,7 +172,8 @@ def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_r
         cells.append(_num_cell(card.median_eps_star, eps_star_text(card.median_eps_star, card.threat_model)))
     cells.append(_num_cell(card.worst_case_acc, pct(card.worst_case_acc)))
     cells.append(f"<td class=\"flags\" data-value=\"{len(card.flags)}\">{badges(card)}</td>")
-    return f"<tr data-search=\"{esc(search)}\" data-name=\"{esc(card.name)}\">{''.join(cells)}</tr>"
+    return (f"<tr data-search=\"{esc(search)}\" data-name=\"{esc(card.name)}\" data-size=\"{size}\">"
+            f"{''.join(cells)}</tr>")
 
 
 def _label(text: str) -> str:
@@ -184,6 +190,8 @@ def _header(families: list[str], board: Board, show_aa: bool, show_eps_star: boo
         ("Model", "text", "ascending", "Model name; click for its full card and adversarial examples.", "model"),
         ("Method", "text", "ascending", "Binarization method.", "method"),
         ("Backbone", "text", "ascending", "Architecture, with weight/activation bit widths.", "backbone"),
+        ("Protocol", "text", "ascending", "The protocol size the card measured: full (the preset's subsets and "
+         "budgets) or quick (the laptop variant). \u2020: a quick card ranked among full ones.", "size"),
         ("ACC", "num", "descending", "Clean accuracy (%).", "acc"),
     ]
     for fam in families:
@@ -227,7 +235,8 @@ def _board_section(board: Board, figures: list[FigureFile]) -> str:
     attacks = ", ".join(f"{esc(a)} <span class=\"none\">({esc(f)})</span>" for a, f in board.attacks)
     eps = ", ".join(esc(t) for t in board.eps_texts)
     rows = "\n".join(_row(board, r, families, show_aa, max_rs, show_eps_star) for r in board.rows)
-    n_cols = 8 + len(families) + int(show_aa) + int(show_eps_star)
+    n_cols = 9 + len(families) + int(show_aa) + int(show_eps_star)
+    size_options = "".join(f"<option value=\"{s}\">{s} protocol</option>" for s in board.sizes)
     figs = "".join(_figure(f) for f in figures if f.board == board.key and f.model is None)
     eps_html = f" \u00b7 \u03b5 = {eps}" if eps else ""
     return f"""<section class="panel" id="{esc(board.key)}">
@@ -236,6 +245,8 @@ def _board_section(board: Board, figures: list[FigureFile]) -> str:
 {attacks}.</p>
 <div class="toolbar"><input class="search" type="search" placeholder="Search models, methods, backbones\u2026" \
 aria-label="Search the {esc(board.title)} leaderboard" data-table="{table_id}">\
+<select class="size-filter" data-table="{table_id}" aria-label="Protocol size shown">\
+<option value="">all sizes</option>{size_options}</select>\
 <span class="count" data-table="{table_id}"></span></div>
 <div class="table-scroll board-scroll"><table class="board" id="{table_id}">
 <thead>{_header(families, board, show_aa, show_eps_star)}</thead>

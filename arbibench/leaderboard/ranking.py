@@ -16,6 +16,12 @@ DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "imagenet": "Im
 THREAT_NAMES = {"Linf": "L\u221e", "L2": "L2", "L1": "L1"}
 
 
+def protocol_size(card: ModelCard) -> str:
+    """``full`` for a card of the protocol at its own sizes and budgets, ``quick`` for the laptop variant (smaller
+    subsets, 1000 queries: wider intervals and weaker black-box attacks)."""
+    return "quick" if card.quick else "full"
+
+
 @dataclass(frozen=True)
 class Ranked:
     """A card with its rank on its leaderboard."""
@@ -47,6 +53,11 @@ class Board:
         """The budgets of the cards, as written on them (usually one)."""
         texts = {c.card.eps_text or (f"{c.card.eps:g}" if c.card.eps is not None else "") for c in self.rows}
         return sorted(t for t in texts if t)
+
+    @property
+    def sizes(self) -> list[str]:
+        """The protocol sizes of the board's cards (``full`` first); two means a ranking across sizes, marked."""
+        return sorted({protocol_size(r.card) for r in self.rows}, key=lambda s: s != "full")
 
     @property
     def families(self) -> list[str]:

@@ -35,14 +35,16 @@
     if (empty) body.appendChild(empty);
   }
 
-  function filter(table, input, counter) {
+  function filter(table, input, counter, size) {
     var terms = input.value.toLowerCase().split(/\s+/).filter(Boolean);
+    var wanted = size ? size.value : "";
     var body = table.tBodies[0], shown = 0, total = 0;
     Array.prototype.forEach.call(body.rows, function (r) {
       if (r.classList.contains("empty")) return;
       total += 1;
       var text = (r.getAttribute("data-search") || r.textContent).toLowerCase();
-      var match = terms.every(function (t) { return text.indexOf(t) !== -1; });
+      var match = terms.every(function (t) { return text.indexOf(t) !== -1; }) &&
+        (!wanted || r.getAttribute("data-size") === wanted);
       r.hidden = !match;
       if (match) shown += 1;
     });
@@ -61,9 +63,11 @@
     });
     var input = document.querySelector('input.search[data-table="' + table.id + '"]');
     var counter = document.querySelector('.count[data-table="' + table.id + '"]');
+    var size = document.querySelector('select.size-filter[data-table="' + table.id + '"]');
     if (input) {
-      input.addEventListener("input", function () { filter(table, input, counter); });
-      filter(table, input, counter);
+      input.addEventListener("input", function () { filter(table, input, counter, size); });
+      if (size) size.addEventListener("change", function () { filter(table, input, counter, size); });
+      filter(table, input, counter, size);
     }
   });
 })();
