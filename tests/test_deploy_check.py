@@ -95,3 +95,21 @@ def test_the_leaderboard_table_reads_the_deploy_card(check, tmp_path):
     assert f"{100 * zero.agreement:.2f}% of {zero.n_images}" in text
     assert "`resnet20_xnor`" in text and "stale" not in text
     assert "stale" in deploy_markdown(cards, {"resnet20_xnor": "0" * 64})
+
+
+def test_the_site_shows_the_deploy_panel_beside_the_leaderboard(check, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from arbibench.files import atomic_write_json
+    from arbibench.leaderboard import build_site
+
+    model_info = tmp_path / "model_info"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "model_info", model_info)
+    (model_info / "cifar10" / "deploy").mkdir(exist_ok=True)
+    atomic_write_json(check.to_card(), model_info / "cifar10" / "deploy" / "resnet20_xnor.json")
+    build_site(model_info, tmp_path / "site", "png")
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert 'id="deployed"' in page and 'href="#deployed"' in page
+    panel = page.split('id="deployed"')[1]
+    assert f"{100 * check.clean[0].agreement:.2f}% of {check.clean[0].n_images}" in panel

@@ -75,3 +75,25 @@ def deploy_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str] | None 
             direct or "-",
         ]) + " |")
     return "\n".join(lines)
+
+
+DEPLOY_ANCHOR, DEPLOY_TITLE = "deployed", "Deployed network"
+
+
+def deploy_section(cards: list[dict[str, Any]], pins: Mapping[str, str] | None = None) -> str:
+    """The site's panel of the deploy checks: the table of :func:`deploy_markdown` as HTML; empty without cards."""
+    if not cards:
+        return ""
+    from html import escape  # start-up: the site only
+
+    lines = [line for line in deploy_markdown(cards, pins).splitlines() if not line.startswith("| ---")]
+    rows = [[cell.strip().strip("`") for cell in line.strip("|").split(" | ")] for line in lines]
+    head = "".join(f"<th>{escape(c)}</th>" for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
+    return (f'<section class="panel" id="{DEPLOY_ANCHOR}"><h2>{DEPLOY_TITLE}</h2>'
+            '<p class="lede">Does robustness measured on the float simulation hold for the bit-packed network that '
+            "ships? Clean agreement of the two networks, the attack whose adversarial examples transfer worst to the "
+            "deployed network (Wilson 95%), and Square, HSJA and RayS run against each (ACC* of the deployed minus "
+            "the simulation, points, paired 95%). From <code>arbibench protocol deploy-check</code>.</p>"
+            f'<div class="table-scroll"><table class="deploy"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div></section>")

@@ -18,11 +18,13 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from arbibench.cards import CLASS_NAMES, CorruptionCard
+from arbibench.cards import CLASS_NAMES, CorruptionCard, shipped_sha256
 from arbibench.faults import fault_point
 from arbibench.leaderboard.cards import LeaderboardError, load_cards
 from arbibench.leaderboard.corruptions import corruption_section, load_corruption_cards, write_corruption_figures
+from arbibench.leaderboard.deploy import DEPLOY_ANCHOR, DEPLOY_TITLE, deploy_section, load_deploy_cards
 from arbibench.leaderboard.examples import write_examples
 from arbibench.leaderboard.figures import FigureFile, parse_formats, write_figures
 from arbibench.leaderboard.pages import index_html, model_href, model_html
@@ -63,6 +65,7 @@ def _check_replaceable(out: Path) -> None:
 def _write_site(
     root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int,
     corruption_cards: list[CorruptionCard] | None = None,
+    deploy_cards: list[dict[str, Any]] | None = None,
 ) -> BuildReport:
     figures: list[FigureFile] = write_figures(boards, root / "figures", formats)
     corruption_cards = corruption_cards or []
@@ -82,8 +85,11 @@ def _write_site(
     index = root / "index.html"
     corruption_boards = tuple((f"{d}_corruptions", f"{DATASET_NAMES.get(d, d)} \u00b7 corruptions")
                               for d in sorted({c.dataset for c in corruption_cards}))
-    index.write_text(index_html(boards, figures, n_cards, __version__, corruption_section(corruption_cards, figures),
-                                corruption_boards), encoding="utf-8")
+    panels = corruption_section(corruption_cards, figures)
+    if deploy_cards:  # the deploy checks' panel follows the corruptions, with its own entry in the navigation
+        panels += deploy_section(deploy_cards, shipped_sha256())
+        corruption_boards += ((DEPLOY_ANCHOR, DEPLOY_TITLE),)
+    index.write_text(index_html(boards, figures, n_cards, __version__, panels, corruption_boards), encoding="utf-8")
     (root / MARKER).write_text("built by arbibench leaderboard build; safe to delete with the site\n")
     written = [root / f"{f.stem}.{fmt}" for f in figures for fmt in f.formats]
     return BuildReport(root, n_cards, [b.key for b in boards], written, [index, *pages])
@@ -143,7 +149,8 @@ def build_site(model_info: Path | str, out: Path | str, formats: str | tuple[str
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-{os.getpid()}-", dir=out.parent))
     try:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; a served site must be readable
-        report = _write_site(tmp, boards, fmts, len(cards) + len(corruption_cards), corruption_cards)
+        report = _write_site(tmp, boards, fmts, len(cards) + len(corruption_cards), corruption_cards,
+                             load_deploy_cards(Path(model_info)))
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
