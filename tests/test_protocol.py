@@ -95,6 +95,7 @@ def tiny_protocol():
         n_white_box=60,
         n_black_box=20,
         sweep_eps=("2/255", "8/255"),
+        sweep_attack="pgd",  # as the demo protocol: the sweep's code is the same, at a tenth of APGD-CE's steps
         n_sweep=40,
         batch_size=30,
     )
