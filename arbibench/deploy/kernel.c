@@ -249,8 +249,20 @@ static void build_segments_word(const job_t *j, int64_t n) {
     }
 }
 
+/* The lanes past the row's end (OW..OWp) of every segment row: zero, so that the last block reads defined words. */
+static void zero_tail_lanes(const job_t *j, int64_t n) {
+    if (j->OWp == j->OW) return;
+    const size_t tail = (size_t)(j->OWp - j->OW) * sizeof(uint64_t);
+    for (int64_t iy = 0; iy <= j->H; iy++)
+        for (int64_t q = 0; q < j->SW; q++) {
+            memset(j->seg + seg_at(j, n, iy, q) + j->OW, 0, tail);
+            if (j->masked) memset(j->segm + seg_at(j, n, iy, q) + j->OW, 0, tail);
+        }
+}
+
 static void build_segments(const job_t *j, int64_t n, uint64_t *tmp, uint64_t *tmpm) {
     const int64_t C = j->C, nw = j->nw, SW = j->SW;
+    zero_tail_lanes(j, n);
     if (nw == 1 && j->KW * C <= 64 && !j->masked && j->pad_value == 0) {
         build_segments_word(j, n);
         return;
@@ -672,8 +684,8 @@ int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W
     const size_t segs = (size_t)(N * (H + 1) * j.SW * j.OWp);
     j.val = malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t));
     j.mask = j.masked ? malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t)) : NULL;
-    j.seg = calloc(segs, sizeof(uint64_t));
-    j.segm = j.masked ? calloc(segs, sizeof(uint64_t)) : NULL;
+    j.seg = malloc(segs * sizeof(uint64_t)); /* every word read is written first (build_segments, tail lanes) */
+    j.segm = j.masked ? malloc(segs * sizeof(uint64_t)) : NULL;
     j.valid = calloc((size_t)(j.SW * j.OWp), sizeof(uint64_t));
     j.kcol = calloc((size_t)j.OWp, sizeof(int32_t));
     j.ones = calloc((size_t)(j.nw + 1), sizeof(uint64_t));
