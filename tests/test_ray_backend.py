@@ -178,7 +178,8 @@ def test_silent_cluster_address_fails_within_the_connect_timeout() -> None:
         server.listen()
         address = f"127.0.0.1:{server.getsockname()[1]}"
         code = ("import sys\nfrom arbibench.evaluation.backends import BackendError\n"
-                "from arbibench.evaluation.ray_backend import connect_ray\n"
+                "from arbibench.evaluation.ray_backend import _refused, connect_ray\n"
+                "assert _refused('ray://127.0.0.1:1', 1) is None  # a Ray Client address is ray.init's to resolve\n"
                 f"try:\n    connect_ray({address!r}, timeout=5)\n"
                 "except BackendError as e:\n    print(e)\n    sys.exit(3)\n")
         env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
