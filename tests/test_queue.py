@@ -133,7 +133,8 @@ def test_the_shipped_plan_loads_and_holds_the_zoo_continuations():
     for job in zoo.values():
         commands = [" ".join(s[1:3]) for s in job.steps]
         assert commands == ["train --arch", "zoo pin", "protocol run", "protocol run", "protocol deploy-check",
-                            "leaderboard markdown"], job.name
+                            "protocol run", "leaderboard markdown"], job.name
+        assert "deployed" in job.steps[5]  # the quick protocol again, the deployed network deciding
     assert all(isinstance(j, Job) and j.steps for j in jobs)
     assert any(j.snapshot for j in jobs)  # the full-protocol stores are carried across sessions
 
