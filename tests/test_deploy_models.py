@@ -22,6 +22,8 @@ from tests.test_import_equivalence import CASES
 
 AVAILABLE, ISA = kernel_available()
 needs_kernel = pytest.mark.skipif(not AVAILABLE, reason=f"no C kernel on this machine: {ISA}")
+# the claims that hold for every backend run on the kernel where it builds, else on the emulator (same logits)
+BACKEND = "kernel" if AVAILABLE else "emulator"
 ZOO_BNNS = [n for n, e in ZOO.items() if e.shipped and get_method(e.method).is_binary]
 IMPORTED = ["recu", "rbnn", "rbnn_bireal", "siman", "biper", "irnet"]  # the CIFAR ResNet-20 importers
 N_IMAGES = 300
@@ -52,15 +54,14 @@ def test_zoo_kernel_equals_emulator_on_real_images(name: str, images300: torch.T
     assert agree >= 0.98, f"{name}: deployed and simulation agree on {agree:.1%} of {N_IMAGES} images"
 
 
-@needs_kernel
 @pytest.mark.parametrize("name", ["resnet20_bnn", "resnet20_irnet"])
 def test_deployed_equals_simulation_where_scales_are_powers_of_two(name: str, images300: torch.Tensor) -> None:
     """bnn (scale 1) and irnet (Libra-PB's 2^k): every simulated conv output is acc * s exactly, so with torch's
     BatchNorm kept (fold_batchnorm=False) the deployed logits are the simulation's bit for bit."""
     model = load_model(name)
-    got = deploy(model, backend="kernel", fold_batchnorm=False)(images300)
+    got = deploy(model, backend=BACKEND, fold_batchnorm=False)(images300)
     assert torch.equal(got, simulation(model, images300))
-    folded = deploy(model, backend="kernel")(images300)  # the engines' fold rounds the BatchNorm differently
+    folded = deploy(model, backend=BACKEND)(images300)  # the engines' fold rounds the BatchNorm differently
     assert torch.equal(folded.argmax(1), got.argmax(1))
     assert (folded - got).abs().max().item() < 1e-4
 
@@ -79,24 +80,22 @@ def imported_model(case: str) -> nn.Module:
     return model.float().eval()
 
 
-@needs_kernel
 @pytest.mark.parametrize("case", IMPORTED)
 def test_imported_presets_deploy_and_kernel_equals_emulator(case: str, images300: torch.Tensor) -> None:
     model = imported_model(case)
     x = images300[:100]
-    kernel = deploy(model, backend="kernel")
+    kernel = deploy(model, backend=BACKEND)
     got, want = kernel(x), deploy(model, backend="emulator")(x)
     assert torch.equal(got, want), f"{case}: max difference {(got - want).abs().max().item()}"
     specs = [m.spec for m in kernel.modules() if hasattr(m, "spec")]
     assert len(specs) == 18 and all(s.alphabet == "pm1_zero" for s in specs)  # torch.sign, 0 kept exact
 
 
-@needs_kernel
 @pytest.mark.parametrize("pad", [1, -1])
 def test_padding_with_ones_is_another_network(pad: int, images300: torch.Tensor) -> None:
     model = load_model("resnet20_bnn")
     x = images300[:100]
-    got = deploy(model, backend="kernel", pad=pad)(x)
+    got = deploy(model, backend=BACKEND, pad=pad)(x)
     assert torch.equal(got, deploy(model, backend="emulator", pad=pad)(x))
     assert not torch.equal(got, deploy(model, backend="emulator")(x))
 
