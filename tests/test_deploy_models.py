@@ -173,3 +173,22 @@ def test_numba_backend_equals_the_kernel_where_installed(images300: torch.Tensor
     x = images300[:16]
     got = deploy(model, backend="numba")(x)
     assert torch.equal(got, deploy(model, backend="emulator")(x))
+
+
+def test_the_glue_average_pool_gives_torch_values(monkeypatch: pytest.MonkeyPatch, images300: torch.Tensor) -> None:
+    """The deployed graph's faster 2x2 average pool (real down-sampling) leaves every logit as torch's pool does."""
+    import arbibench.deploy.convert as convert
+    from arbibench.deploy.pooling import avg_pool_2x2
+
+    g = torch.Generator().manual_seed(1)
+    for shape in [(3, 5, 8, 6), (2, 4, 7, 9)]:  # even, and odd (falls back to torch's pool)
+        x = torch.randn(shape, generator=g)
+        assert torch.equal(avg_pool_2x2(x), torch.nn.functional.avg_pool2d(x, 2))
+    model = load_model("resnet20_reactnet")
+    x = images300[:64]
+    faster = deploy(model, backend="emulator")
+    assert sum(type(m).__name__ == "AvgPool2x2" for m in faster.modules()) == 2
+    monkeypatch.setattr(convert, "matches_torch", lambda: False)
+    plain = deploy(model, backend="emulator")
+    assert sum(type(m).__name__ == "AvgPool2x2" for m in plain.modules()) == 0
+    assert torch.equal(faster(x), plain(x))
