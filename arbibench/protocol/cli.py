@@ -351,10 +351,11 @@ def protocol_progress_command(
     """How far a protocol run has come: per model, batches done of the total and the hours left at the measured
     cost per batch, read from its store (nothing is computed)."""
     from arbibench.evaluation.store import ResultStore  # start-up: the store loads torch
+    from arbibench.protocol.presets import Protocol  # start-up: as above
     from arbibench.protocol.progress import protocol_progress  # start-up: planning loads the models
 
     protocol = _protocol(name, quick)
-    if not hasattr(protocol, "attacks"):
+    if not isinstance(protocol, Protocol):
         fail(ValueError(f"{name!r} has no attack evaluations to count; use cifar10, cifar10-l2, imagenet, imagenet-l2"))
     if not store.is_file():
         fail(FileNotFoundError(f"no store at {store}: the run has not started (or pass its --store)"))

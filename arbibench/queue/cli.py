@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from arbibench.terminal import USER_ERRORS, console, fail
+
+if TYPE_CHECKING:
+    from arbibench.queue.jobs import ProtocolRunStep
 
 # what a queue command reports as one line: user errors, and a job step that failed (RuntimeError)
 QUEUE_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, RuntimeError)
@@ -103,11 +107,11 @@ def status(
                   + f"; projected hours left where known: {total_left:.1f}")
 
 
-def _protocol_progress(runs: list, snapshot: tuple[str, str]) -> tuple[str, float | None]:
+def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -> tuple[str, float | None]:
     """"batches done/total" of a protocol job's models and the projected hours left, read from its store (the
     working copy while it runs, else the tracked snapshot); planning loads each model, a second or two each."""
     from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
-    from arbibench.protocol.presets import get_protocol  # start-up: as above
+    from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
     from arbibench.protocol.progress import protocol_progress  # start-up: as above
 
     path = Path(snapshot[0]) if Path(snapshot[0]).is_file() else Path(snapshot[1])
@@ -118,6 +122,8 @@ def _protocol_progress(runs: list, snapshot: tuple[str, str]) -> tuple[str, floa
     with ResultStore(path) as db:
         for run in runs:
             protocol = get_protocol(run.preset, run.quick)
+            if not isinstance(protocol, Protocol):  # protocol_run_step leaves out corruption runs
+                continue
             for model in run.models:
                 p = protocol_progress(protocol, model, db, inference=run.inference)
                 done, total = done + p.done, total + p.batches
