@@ -23,7 +23,9 @@
     4. the rest (first convolution, shortcuts and residual adds, activations, RPReLU, pooling, classifier) in
        float32, exactly as in the simulation: torch's operations, or, where a residual add and an activation
        (hardtanh, PReLU, RPReLU) directly follow the convolution's BatchNorm, the same IEEE operations in the same
-       order inside the kernel's epilogue (:class:`Glue`), which gives the same bits.
+       order inside the kernel's epilogue (:class:`Glue`), which gives the same bits; a plain 2x2 average pool
+       (Bi-Real's and ReActNet's real-valued down-sampling) is computed as the same additions in the same order
+       (:mod:`arbibench.deploy.pooling`), used only where a check at deploy time found it equal to torch's.
 
 ``emulator``
     A pure-torch computation of ``deployed`` (:mod:`arbibench.deploy.emulator`): a float32 convolution of the +-1
