@@ -248,6 +248,8 @@ class Runner:
         argv = list(step)
         if argv[0] == "arbibench":  # the arbibench of this interpreter, whatever PATH says
             argv = [sys.executable, "-m", "arbibench.cli", *argv[1:]]
+        elif argv[0] in ("python", "python3"):  # a benchmark script, with the interpreter arbibench runs in
+            argv = [sys.executable, *argv[1:]]
         self.log(f"queue: $ {' '.join(step)}")
         proc = subprocess.Popen(argv, cwd=self.repo, env=env)
         watch_state = self.repo / job.watch / "state.json" if job.watch else None
