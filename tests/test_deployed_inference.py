@@ -55,8 +55,8 @@ def test_the_oracle_decides_every_outcome_and_answers_the_queries(batch):
 
 def test_a_deployed_benchmark_is_its_own_evaluation_with_its_own_card(tmp_path, data_dir):
     store = tmp_path / "s.db"
-    kwargs = dict(n_examples=40, attacks=(get_attack("fgsm"), get_attack("square", max_queries=30)), data_dir=data_dir, store=store,
-                  progress=False, checks=False)
+    kwargs = dict(n_examples=40, attacks=(get_attack("fgsm"), get_attack("square", max_queries=30)), data_dir=data_dir,
+                  store=store, progress=False, checks=False)
     dep = benchmark("resnet20_xnor", inference="deployed", **kwargs)
     sim = benchmark("resnet20_xnor", **kwargs)
     with ResultStore(store) as db:
