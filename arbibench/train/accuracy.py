@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -17,7 +19,7 @@ def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, batch_size: i
     return correct / len(y)
 
 
-def final_accuracy(model: torch.nn.Module, x_test: np.ndarray, y_test: np.ndarray) -> dict:
+def final_accuracy(model: torch.nn.Module, x_test: np.ndarray, y_test: np.ndarray) -> dict[str, Any]:
     """The summary's accuracy fields, which ``export_checkpoint`` copies into the model card."""
     return {
         "clean_acc": evaluate(model, x_test, y_test),

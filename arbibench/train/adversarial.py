@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -31,10 +33,11 @@ def robust_check(model: nn.Module, x: np.ndarray, y: np.ndarray, eps: float, see
     xb, yb = torch.from_numpy(x).float().div_(255), torch.from_numpy(y).long()
     x_adv = PGD(steps=10)(model, xb, yb, Linf(eps), torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        return (model(x_adv).argmax(1) == yb).float().mean().item()
+        accuracy: float = (model(x_adv).argmax(1) == yb).float().mean().item()
+    return accuracy
 
 
-def catastrophic_overfitting_check(recipe: Recipe, history: list[dict], n_images: int) -> dict:
+def catastrophic_overfitting_check(recipe: Recipe, history: list[dict[str, Any]], n_images: int) -> dict[str, Any]:
     """The card's record of the check: PGD-10 accuracy per epoch, and whether training stopped on a collapse."""
     accs = [h["pgd10_acc"] for h in history]
     return {

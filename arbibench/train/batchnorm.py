@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
@@ -59,7 +60,7 @@ def recalibrate_checkpoint(
     batches: int = KD_BN_BATCHES,
     log: Callable[[str], object] = print,
     eval_examples: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Re-estimate the BatchNorm statistics of the zoo checkpoint ``name`` on augmented training images, as the kd
     recipe now does at the end of training, and write a finished run (weights + summary) to ``out_dir`` for
     ``export_checkpoint``; returns the summary, whose ``clean_acc_before_bn_recalibration`` is the shipped accuracy

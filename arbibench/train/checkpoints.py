@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -25,13 +26,13 @@ def atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: 
     os.replace(tmp, path)
 
 
-def optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
+def optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     sd = opt.state_dict()
     tensors = {f"{i}.{k}": v for i, st in sd["state"].items() for k, v in st.items() if torch.is_tensor(v)}
     return tensors, {"param_groups": sd["param_groups"]}
 
 
-def load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+def load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
     state: dict[int, dict[str, torch.Tensor]] = {}
     for key, v in tensors.items():
         i, k = key.split(".", 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -106,7 +107,7 @@ def train(
         console.print(f"exported {card}")
 
 
-def _continuation_is_better(name: str, summary: dict, zoo_dir: Path | None) -> bool:
+def _continuation_is_better(name: str, summary: dict[str, Any], zoo_dir: Path | None) -> bool:
     """Whether a run continuing the zoo model ``name`` may replace it. With a validation split the two are compared on
     it (the test set picks nothing); a run without one falls back to the shipped card's clean accuracy."""
     val = summary.get("validation") or {}

@@ -14,6 +14,7 @@ import os
 import platform
 import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -24,7 +25,7 @@ from arbibench.models.zoo import CHECKPOINT_DIR
 from arbibench.nn.layers import count_binary_layers
 
 
-def _previous_versions(card_path: Path, new_sha256: str) -> list[dict]:
+def _previous_versions(card_path: Path, new_sha256: str) -> list[dict[str, Any]]:
     """The versions a re-export replaces (oldest first): sha256, clean accuracy and recipe of each earlier card."""
     if not card_path.is_file():
         return []
@@ -37,7 +38,9 @@ def _previous_versions(card_path: Path, new_sha256: str) -> list[dict]:
     return versions
 
 
-def export_checkpoint(run_dir: str | os.PathLike, name: str, zoo_dir: str | os.PathLike | None = None) -> Path:
+def export_checkpoint(
+    run_dir: str | os.PathLike[str], name: str, zoo_dir: str | os.PathLike[str] | None = None
+) -> Path:
     """Copy a finished run's weights into the zoo folder and write its checkpoint card; returns the card path."""
     run_dir, zoo = Path(run_dir), Path(zoo_dir or CHECKPOINT_DIR)
     summary_path = run_dir / "summary.json"

@@ -55,7 +55,7 @@ def init_learned_scales(model: nn.Module) -> None:
                 m.kernel_quantizer.alpha.copy_(m.weight.abs().mean(dim=dims).view_as(m.kernel_quantizer.alpha))
 
 
-def latent_binary_weights(model: nn.Module) -> list[nn.Parameter]:
+def latent_binary_weights(model: nn.Module) -> list[torch.Tensor]:
     """The real-valued weights behind binary kernels (the ones clipped and spared weight decay in step 2)."""
     return [
         m.weight
@@ -295,7 +295,7 @@ def _optimise(
             if recipe.ce_weight:
                 loss = loss + recipe.ce_weight * F.cross_entropy(logits, yb)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        torch.autograd.backward(loss)  # loss.backward(), which the type stubs leave unannotated
         opt.step()
         if clipped:
             with torch.no_grad():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from arbibench.models.methods import Method, get_method
 
@@ -114,7 +115,7 @@ ADVERSARIAL_KINDS = ("fgsm_rs",)
 
 def at_recipe(method: str, arch: str = "resnet20") -> Recipe:
     """Fast adversarial training at Linf 8/255 for ``method``; a BNN distils from the adversarially trained FP twin."""
-    common = {"adversarial": "fgsm_rs", "adv_eps": 8 / 255, "adv_step": 10 / 255,
+    common: dict[str, Any] = {"adversarial": "fgsm_rs", "adv_eps": 8 / 255, "adv_step": 10 / 255,
               "robust_check_images": AT_CHECK_IMAGES}
     if not get_method(method).is_binary:
         return Recipe(arch=arch, method=method, epochs=AT_FP_EPOCHS, optimizer="sgd", lr=0.1, weight_decay=5e-4,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from arbibench.models.zoo import CHECKPOINT_DIR, load_card
@@ -31,7 +33,7 @@ def validation_optimistic(init_from: str | None) -> bool:
     return not card.get("recipe", {}).get("val_examples")
 
 
-def best_val_epoch(history: list[dict]) -> int:
+def best_val_epoch(history: list[dict[str, Any]]) -> int:
     """The (1-based) epoch of the best validation accuracy; the earliest on a tie."""
     accs = [h["val_acc"] for h in history]
     return 1 + max(range(len(accs)), key=lambda i: (accs[i], -i))
