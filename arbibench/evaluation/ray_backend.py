@@ -36,7 +36,7 @@ from arbibench.attacks.query import BlackBoxAttack
 from arbibench.evaluation.backends import Backend, BackendError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
 from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome
+from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
 from arbibench.evaluation.store import Outcomes, hash_json, hash_model
 from arbibench.files import sha256_file
 from arbibench.models.zoo import get_entry, load_model, verified_checkpoint
@@ -132,6 +132,7 @@ class ModelSpec:
     model_dir: str | None
     sha256: str  # of the checkpoint file the driver loaded
     model_hash: str  # hash_model of the weights: the store key's model identity
+    inference: str = "simulation"  # "deployed": the worker builds (and compiles the kernel of) its own deployed network
 
 
 class BatchWorker:
@@ -186,6 +187,8 @@ class BatchWorker:
             raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
         dev = resolve_device(device)
         net = self._model(model, dev)
+        # each worker deploys its own copy: the kernel is compiled for (and cached by) the worker's own CPU
+        oracle = deployed_oracle(net, model.inference, model.name)
         attack = None
         if attack_box is not None:
             if key not in self.attacks:
@@ -194,7 +197,7 @@ class BatchWorker:
                     raise BackendError(f"the attack of evaluation {key[:12]} arrived with another configuration")
                 self.attacks[key] = got
             attack = self.attacks[key]
-        out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev)
+        out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
         return out, time.perf_counter() - t0
 
 
@@ -250,7 +253,7 @@ class RayBackend(Backend):
         self._committed = 0
         self._we_started_ray = False
         self._attack_refs: dict[str, Any] = {}
-        self._models: dict[tuple[str, str], ModelSpec] = {}
+        self._models: dict[tuple[str, str, str], ModelSpec] = {}
 
     # -- workers --------------------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -302,7 +305,7 @@ class RayBackend(Backend):
     # -- driver ---------------------------------------------------------------------------------------------------
     def _model_spec(self, plan: EvalPlan) -> ModelSpec:
         ctx = plan.ctx
-        cache_key = (ctx.model_name, ctx.model_hash)
+        cache_key = (ctx.model_name, ctx.model_hash, ctx.inference)
         if cache_key not in self._models:
             try:
                 entry = get_entry(ctx.model_name, ctx.dataset, self.model_dir)
@@ -312,7 +315,8 @@ class RayBackend(Backend):
                     f"zoo or imported model ({e}); evaluate it with --backend local"
                 ) from e
             sha = sha256_file(verified_checkpoint(entry, self.model_dir))
-            self._models[cache_key] = ModelSpec(ctx.model_name, ctx.dataset, self.model_dir, sha, ctx.model_hash)
+            self._models[cache_key] = ModelSpec(ctx.model_name, ctx.dataset, self.model_dir, sha, ctx.model_hash,
+                                                ctx.inference)
         return self._models[cache_key]
 
     def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
