@@ -237,3 +237,33 @@ def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int]
             ray.kill(actor)
         backend.close()
     _assert_same_rows(local_store, tmp_path / "ray.db")
+
+
+DEPLOYED_PROTOCOL = Protocol(
+    name="ray-deployed-test", dataset="cifar10", threat_model="Linf", eps=8 / 255, eps_text="8/255",
+    attacks=(AttackSpec("fgsm", WHITE_BOX), AttackSpec("square", BLACK_BOX, (("max_queries", 30),))),
+    n_white_box=50, n_black_box=25, batch_size=25, sweep_attack="fgsm", sweep_eps=(), n_sweep=50,
+    eps_star_attacks=(),
+)  # fmt: skip
+
+
+def test_deployed_inference_on_ray_equals_local(ray_head: tuple[str, dict, int], tmp_path: Path,
+                                                data_dir: Path) -> None:
+    # each worker deploys its own copy of the BNN (its kernel built for its CPU); the rows are the local run's
+    from arbibench.evaluation.ray_backend import RayBackend
+
+    local, remote = tmp_path / "local.db", tmp_path / "ray.db"
+    with ResultStore(local) as store:
+        run_protocol(DEPLOYED_PROTOCOL, ["resnet20_bnn"], store, data_dir=data_dir, progress=False,
+                      inference="deployed")
+    backend = RayBackend(address=ray_head[0], workers=2, worker_threads=1)
+    try:
+        with ResultStore(remote) as store:
+            run_protocol(DEPLOYED_PROTOCOL, ["resnet20_bnn"], store, data_dir=data_dir, progress=False,
+                         backend=backend, inference="deployed")
+    finally:
+        backend.close()
+    assert backend._committed > 0  # the workers computed the batches
+    rows_local, rows_remote = _rows(local), _rows(remote)
+    assert rows_local == rows_remote
+    assert all('"inference": "deployed"' in r[4] for r in rows_local["evaluations"])
