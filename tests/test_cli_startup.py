@@ -92,6 +92,8 @@ def test_root_help_lists_every_command_without_torch() -> None:
     ["protocol", "--help"],
     ["protocol", "run", "--help"],
     ["sweep", "--help"],
+    ["train", "--help"],
+    ["recalibrate", "--help"],
 ])
 def test_command_help_without_torch(args: list[str]) -> None:
     result = _cli(*args)
@@ -105,6 +107,7 @@ def test_command_help_without_torch(args: list[str]) -> None:
     (["eval", "--no-such-option"], "No such option"),
     (["protocol", "run", "--quick", "--models"], "requires an argument"),
     (["corruptions", "generate", "--seed", "x"], "--seed"),
+    (["train", "--epochs", "x"], "--epochs"),
 ])
 def test_argument_errors_without_torch(args: list[str], message: str) -> None:
     result = _cli(*args)

@@ -8,13 +8,17 @@ from typing import Any
 import typer
 
 import arbibench.train as training
-from arbibench.data.download import DownloadError
 from arbibench.faults import fault_point
-from arbibench.models.zoo import load_card
 from arbibench.terminal import USER_ERRORS, console, fail
-from arbibench.train.export import export_checkpoint
+from arbibench.train.recipes import KD_BN_BATCHES
 
-TRAIN_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, DownloadError)
+
+def train_errors() -> tuple[type[Exception], ...]:
+    """What the training commands report as one line; looked up when a command runs (the data package that defines
+    DownloadError loads torch, which ``--help`` must not)."""
+    from arbibench.data.download import DownloadError  # start-up: the data package loads torch
+
+    return (*USER_ERRORS, DownloadError)
 
 
 def train(
@@ -68,7 +72,7 @@ def train(
     # The recipe and the training loop are looked up on the module, so a test can shrink them to test size.
     try:
         recipe = training.default_recipe(method, paper=paper, kind=recipe_kind)
-    except TRAIN_ERRORS as e:
+    except train_errors() as e:
         fail(e)
     recipe.arch, recipe.seed = arch, seed
     if epochs is not None:
@@ -90,7 +94,7 @@ def train(
     run_dir = out / name
     try:
         summary = training.train(recipe, run_dir, data_dir, log=console.log)
-    except TRAIN_ERRORS as e:
+    except train_errors() as e:
         fail(e)
     console.print(
         f"[bold]{name}[/]: clean accuracy {summary['clean_acc']:.4f} on the 10,000 test images "
@@ -100,9 +104,11 @@ def train(
         if recipe.init_from == name and not _continuation_is_better(name, summary, zoo_dir):
             return
         fault_point("train.export")  # crash tests kill here (arbibench.faults)
+        from arbibench.train.export import export_checkpoint  # start-up: export loads the zoo and torch
+
         try:
             card = export_checkpoint(run_dir, name, zoo_dir)
-        except TRAIN_ERRORS as e:
+        except train_errors() as e:
             fail(e)
         console.print(f"exported {card}")
 
@@ -126,6 +132,8 @@ def _continuation_is_better(name: str, summary: dict[str, Any], zoo_dir: Path | 
 
 def _shipped_accuracy(name: str, zoo_dir: Path | None) -> float | None:
     """The clean accuracy on the card of the zoo model ``name`` would replace (None without a card)."""
+    from arbibench.models.zoo import load_card  # start-up: the zoo loads torch
+
     try:
         acc = load_card(name, zoo_dir).get("clean_acc")
     except FileNotFoundError:
@@ -136,7 +144,7 @@ def _shipped_accuracy(name: str, zoo_dir: Path | None) -> float | None:
 def recalibrate(
     name: str = typer.Argument(..., help="A trained zoo model, e.g. resnet20_bireal."),
     batches: int = typer.Option(
-        training.KD_BN_BATCHES, help="Batches of augmented training images (128 each) to average the statistics over."
+        KD_BN_BATCHES, help="Batches of augmented training images (128 each) to average the statistics over."
     ),
     out: Path = typer.Option(Path("zoo_runs/recalibrated"), help="Folder for the re-estimated weights and summary."),
     data_dir: Path | None = typer.Option(None, help="CIFAR-10 folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
@@ -153,7 +161,7 @@ def recalibrate(
     run_dir = out / name
     try:
         summary = training.recalibrate_checkpoint(name, run_dir, data_dir, batches=batches, log=console.log)
-    except TRAIN_ERRORS as e:
+    except train_errors() as e:
         fail(e)
     before, after = summary["clean_acc_before_bn_recalibration"], summary["clean_acc"]
     console.print(f"[bold]{name}[/]: clean accuracy {before:.4f} -> {after:.4f} on the 10,000 test images")
@@ -162,8 +170,10 @@ def recalibrate(
     if after <= before:
         console.print(f"kept the zoo's {name}: the re-estimated statistics are not more accurate")
         return
+    from arbibench.train.export import export_checkpoint  # start-up: export loads the zoo and torch
+
     try:
         card = export_checkpoint(run_dir, name, zoo_dir)
-    except TRAIN_ERRORS as e:
+    except train_errors() as e:
         fail(e)
     console.print(f"exported {card}")
