@@ -147,3 +147,16 @@ def test_the_runner_refuses_a_second_runner(tmp_path):
     (run_dir / "pid").write_text(f"{os.getppid()}\n")
     with pytest.raises(RuntimeError, match="already running"):
         other.run()
+
+
+def test_a_job_added_to_the_plan_while_the_queue_runs_is_run_next(tmp_path):
+    plan = tmp_path / "queue.json"
+    marker = tmp_path / "b-ran"
+    job_b = {"name": "b", "steps": [["python", "-c", f"open({str(marker)!r}, 'w')"]]}
+    add_b = (f"import json, pathlib; p = pathlib.Path({str(plan)!r}); d = json.loads(p.read_text()); "
+             f"d['jobs'].append(json.loads({json.dumps(job_b)!r})); p.write_text(json.dumps(d))")
+    plan.write_text(json.dumps({"jobs": [{"name": "a", "steps": [[sys.executable, "-c", add_b]]}]}))
+    out = subprocess.run(_queue_cmd(tmp_path, plan), capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert marker.exists() and "2 job(s) finished" in out.stdout
+    assert set(QueueState.load(tmp_path / "state.json").finished) == {"a", "b"}

@@ -46,7 +46,7 @@ def run(
         if only is not None and only not in {j.name for j in jobs}:
             raise ValueError(f"no job named {only!r} in {plan}; jobs: {', '.join(j.name for j in jobs)}")
         runner = Runner(jobs, QueueState.load(state), Path.cwd(), run_dir, threads=threads, commit=commit,
-                        log=console.log)
+                        log=console.log, plan=plan)
         n = runner.run(only=only, max_jobs=max_jobs)
     except QUEUE_ERRORS as e:
         fail(e)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from arbibench.queue.jobs import Job, QueueState
+from arbibench.queue.jobs import Job, QueueState, load_plan
 
 SNAPSHOT_EVERY_S = 600.0
 POLL_S = 5.0
@@ -179,8 +179,8 @@ class Runner:
     """Runs ``jobs`` in order from ``repo``, recording progress in ``state`` and the runner's files in ``run_dir``."""
 
     def __init__(self, jobs: list[Job], state: QueueState, repo: Path, run_dir: Path, *, threads: int = 2,
-                 commit: bool = True, log: Callable[[str], object] = print) -> None:
-        self.jobs, self.state, self.repo, self.run_dir = jobs, state, repo, run_dir
+                 commit: bool = True, log: Callable[[str], object] = print, plan: Path | None = None) -> None:
+        self.jobs, self.state, self.repo, self.run_dir, self.plan = jobs, state, repo, run_dir, plan
         self.threads, self.commit, self.log = threads, commit, log
 
     def run(self, *, only: str | None = None, max_jobs: int | None = None) -> int:
@@ -192,11 +192,7 @@ class Runner:
         (self.run_dir / "pid").write_text(f"{os.getpid()}\n")
         finished = 0
         try:
-            for job in self.jobs:
-                if only is not None and job.name != only:
-                    continue
-                if job.name in self.state.finished:
-                    continue
+            while (job := self._next_job(only)) is not None:
                 self._run_job(job)
                 finished += 1
                 if max_jobs is not None and finished >= max_jobs:
@@ -204,6 +200,13 @@ class Runner:
         finally:
             (self.run_dir / "pid").unlink(missing_ok=True)
         return finished
+
+    def _next_job(self, only: str | None) -> Job | None:
+        """The first unfinished job, the plan read again first when the runner has one: a job added to or moved in
+        ``queue.json`` while the queue runs takes its place at the next job boundary."""
+        if self.plan is not None:
+            self.jobs = load_plan(self.plan)
+        return next((j for j in self.jobs if j.name not in self.state.finished and only in (None, j.name)), None)
 
     def _wait_for_holders(self) -> None:
         shown = False
