@@ -11,7 +11,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from arbibench.attacks import Attack, AutoAttack, get_threat_model
+from arbibench.attacks import Attack, AutoAttack, canonical_name, get_threat_model
 from arbibench.data.datasets import check_dataset, load_dataset
 from arbibench.evaluation.backend_registry import get_backend
 from arbibench.evaluation.backends import Backend
@@ -93,6 +93,9 @@ def benchmark(
     threat = get_threat_model(threat_model, eps)
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
     attacks = attack_list(attacks)  # before any work: an empty list creates no store
+    for a in attacks:  # and an unknown name is one error before the data are read
+        if isinstance(a, str):
+            canonical_name(a)
     model, name, sha256 = _resolve_model(model, model_name, dataset, model_dir, device)
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     with ExitStack() as owned:
