@@ -231,20 +231,30 @@ class Runner:
             if i + 1 == len(job.steps):
                 self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             self.state.save()
-            if self.commit:  # what each step made is in the repository before the next step starts
-                done = "finished" if i + 1 == len(job.steps) else f"step {i + 1} of {len(job.steps)} done"
-                git_commit(self._job_paths(job), f"Queue: {job.name}, {done}", self.repo)
+            if self.commit:
+                # The queue's record and the run folders after every step; the job's outputs (cards, checkpoints,
+                # LEADERBOARD.md) only when it ends: a job changes them together (a retrained checkpoint and the
+                # cards measured on it, a card and the board made from it), so the repository never holds one
+                # without the other.
+                last = i + 1 == len(job.steps)
+                done = "finished" if last else f"step {i + 1} of {len(job.steps)} done"
+                paths = self._job_paths(job) if last else self._progress_paths(job)
+                git_commit(paths, f"Queue: {job.name}, {done}", self.repo)
         self.log(f"queue: {job.name} finished")
 
-    def _job_paths(self, job: Job) -> list[str]:
+    def _progress_paths(self, job: Job) -> list[str]:
+        """The queue's record, the job's run folder and its store snapshot: what resuming needs."""
         try:
             state = str(self.state.path.resolve().relative_to(self.repo.resolve()))
         except ValueError:  # a state file outside the repository is not committed
             state = None
-        paths = [*([state] if state else []), *job.commit]
+        paths = [state] if state else []
         paths += [job.watch] if job.watch else []
         paths += [job.snapshot[1]] if job.snapshot else []
         return paths
+
+    def _job_paths(self, job: Job) -> list[str]:
+        return [*self._progress_paths(job), *job.commit]
 
     def _run_step(self, job: Job, step: tuple[str, ...]) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
