@@ -160,3 +160,37 @@ def test_a_job_added_to_the_plan_while_the_queue_runs_is_run_next(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert marker.exists() and "2 job(s) finished" in out.stdout
     assert set(QueueState.load(tmp_path / "state.json").finished) == {"a", "b"}
+
+
+def test_a_job_s_outputs_are_committed_together_when_it_ends(tmp_path):
+    # a card written by step 1 and the board made from it by step 2 land in one commit, never the card alone
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "README.md").write_text("x\n")
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    card, board = repo / "cards" / "m.json", repo / "BOARD.md"
+    steps = [[sys.executable, "-c", f"import pathlib; p = pathlib.Path({str(card)!r}); p.parent.mkdir(); "
+                                    "p.write_text('{}')"],
+             [sys.executable, "-c", f"open({str(board)!r}, 'w').write('board')"]]
+    jobs = [Job.from_dict({"name": "cards", "steps": steps, "commit": ["cards", "BOARD.md"]})]
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        Runner(jobs, QueueState(repo / "state.json"), repo, tmp_path / "runner", log=lambda m: None).run()
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    log = subprocess.run([*git, "log", "--name-only", "--format=@%s"], capture_output=True, text=True).stdout
+    by_subject: dict[str, set[str]] = {}
+    for line in filter(None, log.splitlines()):
+        if line.startswith("@"):
+            subject = line[1:]
+            by_subject[subject] = set()
+        else:
+            by_subject[subject].add(line)
+    assert by_subject["Queue: cards, step 1 of 2 done"] == {"state.json"}
+    assert {"cards/m.json", "BOARD.md"} <= by_subject["Queue: cards, finished"]
