@@ -8,8 +8,9 @@ looked up.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from arbibench.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from arbibench.attacks.apgd import (
@@ -214,17 +215,4 @@ __all__ = [
     "parse_eps",
 ]
 
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    for module in dict.fromkeys(_LAZY.values()):  # every module, as the eager import did (attacks register on import)
-        importlib.import_module(module)
-    for public, module in _LAZY.items():
-        globals()[public] = getattr(importlib.import_module(module), public)
-    return globals()[name]
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
