@@ -28,7 +28,9 @@ from arbibench.cards import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = sorted((ROOT / "model_info").rglob("*.json"))
+# result cards (the protocol's and the corruptions'); the deploy checks' cards have a schema of their own, read below
+COMMITTED = sorted(p for p in (ROOT / "model_info").rglob("*.json") if p.parent.name != "deploy")
+DEPLOY_CARDS = sorted((ROOT / "model_info").glob("*/deploy/*.json"))
 
 
 def _parse(path: Path, data: dict) -> ModelCard | CorruptionCard:
@@ -48,6 +50,17 @@ def test_committed_cards_still_read() -> None:
         assert card_json(card) == expected, path
         assert list(card_json(card)) == list(expected), path  # and keeps the field order
         assert _parse(path, card_json(card)) == replace(card, schema_version=SCHEMA_VERSION)
+
+
+def test_committed_deploy_cards_still_read() -> None:
+    from arbibench.leaderboard.deploy import load_deploy_cards
+
+    cards = load_deploy_cards(ROOT / "model_info")
+    assert [c["name"] for c in cards] == [p.stem for p in DEPLOY_CARDS]
+    for card in cards:
+        assert card["kind"] == "deploy_check" and len(card["checkpoint_sha256"]) == 64
+        for row in card["transfer_to_deployed"]:
+            assert 0 <= row["also_fool_deployed"] <= row["fooled_simulation"] <= row["attacked"]
 
 
 def test_benchmark_card_round_trip(tmp_path: Path, data_dir: Path) -> None:
