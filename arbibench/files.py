@@ -20,7 +20,10 @@ from typing import IO
 
 from arbibench.faults import fault_point
 
-__all__ = ["TMP_SUFFIX", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "sha256_file"]
+__all__ = [
+    "TMP_SUFFIX", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "pid_alive",
+    "sha256_file",
+]
 
 #: Every temporary this module creates is ``.<name>.<pid>.tmp`` beside its target, so a test can tell none was left.
 TMP_SUFFIX = ".tmp"
@@ -32,7 +35,8 @@ def _tmp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a writer's temporary, a queue runner, a site build may outlive it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -46,7 +50,7 @@ def _remove_stale_temporaries(path: Path) -> None:
     """Temporaries of ``path`` left by killed writers (their pid is gone): a rerun leaves the folder clean."""
     for tmp in path.parent.glob(f".{path.name}.*{TMP_SUFFIX}"):
         pid = tmp.name[len(path.name) + 2 : -len(TMP_SUFFIX)]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 

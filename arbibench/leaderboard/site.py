@@ -22,6 +22,7 @@ from typing import Any
 
 from arbibench.cards import CLASS_NAMES, CorruptionCard, shipped_sha256
 from arbibench.faults import fault_point
+from arbibench.files import pid_alive
 from arbibench.leaderboard.cards import LeaderboardError, load_cards
 from arbibench.leaderboard.corruptions import corruption_section, load_corruption_cards, write_corruption_figures
 from arbibench.leaderboard.deploy import DEPLOY_ANCHOR, DEPLOY_TITLE, deploy_section, load_deploy_cards
@@ -122,18 +123,9 @@ def _remove_leftovers(out: Path) -> None:
         kind, _, rest = leftover.name[len(out.name) + 2 :].partition("-")
         if kind == "old":
             shutil.rmtree(leftover, ignore_errors=True)
-        elif kind == "building" and rest.partition("-")[0].isdigit() and not _alive(int(rest.partition("-")[0])):
+        elif kind == "building" and rest.partition("-")[0].isdigit() and not pid_alive(int(rest.partition("-")[0])):
             shutil.rmtree(leftover, ignore_errors=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def build_site(model_info: Path | str, out: Path | str, formats: str | tuple[str, ...] = ("png", "svg")) -> BuildReport:

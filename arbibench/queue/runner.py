@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from arbibench.files import pid_alive
 from arbibench.queue.jobs import Job, QueueState, load_plan
 
 SNAPSHOT_EVERY_S = 600.0
@@ -39,15 +40,6 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def running_pid(run_dir: Path) -> int | None:
     """The PID of a live runner of this queue, or None."""
@@ -58,7 +50,7 @@ def running_pid(run_dir: Path) -> int | None:
         pid = int(pid_file.read_text().split()[0])
     except (ValueError, IndexError):
         return None
-    return pid if _alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
 def _signal_tree(pid: int, sig: signal.Signals) -> int:
