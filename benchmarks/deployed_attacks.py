@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sqlite3
 import sys
 import tempfile
@@ -39,19 +38,13 @@ from arbibench.deploy import deploy  # noqa: E402
 from arbibench.evaluation.plan import plan_evaluation  # noqa: E402
 from arbibench.evaluation.runner import execute  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
+from arbibench.machine import cpu_model  # noqa: E402
 from arbibench.models.zoo import load_model  # noqa: E402
 from arbibench.protocol.presets import BLACK_BOX, get_protocol  # noqa: E402
 from arbibench.protocol.run import protocol_subsets, run_protocol  # noqa: E402
 
 ATTACKS = ("square", "hsja", "rays")
 WAYS = ("simulation", "deployed kernel", "deployed emulator")
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def stored_rows(db: Path) -> list[tuple]:
@@ -100,7 +93,7 @@ def main() -> None:
         x, y, idx = x[: args.n], y[: args.n], idx[: args.n]
     threat = get_threat_model(protocol.threat_model, protocol.eps)
     model = load_model(args.model)
-    results: dict = {"cpu": cpu_name(), "threads": args.threads, "model": args.model, "images": len(y),
+    results: dict = {"cpu": cpu_model(), "threads": args.threads, "model": args.model, "images": len(y),
                      "torch": torch.__version__, "attacks": {}}
     print(f"{args.model} on {len(y)} images, {args.threads} thread(s), {results['cpu']}")
     print(f"{'attack':8} {'way':18} {'seconds':>8} {'queries':>8} {'q/s':>8} {'vs simulation':>14}")

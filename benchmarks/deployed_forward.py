@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -26,37 +25,21 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from fused_forward import default_data_dir
 
 from arbibench.data import load_cifar10
 from arbibench.deploy import deploy
 from arbibench.deploy.build import KernelUnavailableError
 from arbibench.deploy.kernel import kernel_conv, resolve_isa
 from arbibench.deploy.semantics import BinaryConvSpec
+from arbibench.machine import cpu_model
 from arbibench.models.methods import get_method
 from arbibench.models.zoo import ZOO, load_model
 from arbibench.nn.fused import fuse
 
-REPO_RELATIVE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # (in channels, out channels, input size, stride, how many of ResNet-20's 18 binary convolutions have this shape)
 RESNET20_BINARY_CONVS = ((16, 16, 32, 1, 6), (16, 32, 32, 2, 1), (32, 32, 16, 1, 5), (32, 64, 16, 2, 1),
                          (64, 64, 8, 1, 5))
-
-
-def default_data_dir() -> Path | None:
-    if env := os.environ.get("ARBIBENCH_DATA"):
-        return Path(env)
-    return REPO_RELATIVE_DATA if REPO_RELATIVE_DATA.is_dir() else None
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def ms(fn: Callable[[], object], reps: int) -> float:

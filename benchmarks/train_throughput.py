@@ -7,7 +7,8 @@ the same real CIFAR-10 images, in alternating rounds so that background load hit
 median images/s of the rounds and the ratio.
 
     .venv/bin/python benchmarks/train_throughput.py --threads 2 --rounds 5
-    .venv/bin/python benchmarks/train_throughput.py --compile     # eager vs torch.compile, resnet20_bnn
+    .venv/bin/python benchmarks/train_throughput.py --layouts --compile  # the long recipe's step: NCHW,
+                                                                        # channels_last, torch.compile
 
 Measured:
 - training step: forward + cross-entropy + backward + Adam step, model in train mode, batch 128 of augmented images
@@ -21,6 +22,7 @@ import argparse
 import contextlib
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -28,9 +30,12 @@ import torch
 import torch.nn.functional as F
 
 from arbibench.data.cifar10 import read_cifar10_arrays
+from arbibench.files import atomic_write_json
+from arbibench.machine import cpu_model
 from arbibench.models.zoo import load_model
 from arbibench.nn import reference_surrogates, set_training_progress
 from arbibench.train import augment
+from arbibench.train.loop import distillation_loss, latent_binary_weights
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MODELS = ("resnet20_bnn", "resnet20_irnet", "resnet20_reactnet")
@@ -63,26 +68,58 @@ def _gradient_passes(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, fu
     return steps * len(y) / (time.perf_counter() - t0)
 
 
-def _compare_compile(x: torch.Tensor, y: torch.Tensor, steps: int) -> None:
-    """Training-step images/s of resnet20_bnn, eager and under torch.compile (compile time reported apart)."""
-    model = load_model("resnet20_bnn").train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True)
-    compiled = torch.compile(model)
-    t0 = time.perf_counter()
-    for _ in range(2):  # the first calls compile the forward and the backward graph
-        loss = F.cross_entropy(compiled(x), y)
+def _recipe_steps(net: torch.nn.Module, teacher: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
+                  steps: int) -> float:
+    """Images/s of ``steps`` steps of the long recipe's step: student and teacher forward, distillation loss,
+    backward, Adam, latent weights clamped (one untimed warm-up step first)."""
+    latent = latent_binary_weights(net)
+    for i in range(steps + 1):
+        if i == 1:
+            t0 = time.perf_counter()
+        with torch.no_grad():
+            teacher_logits = teacher(x)
+        loss = distillation_loss(net(x), teacher_logits)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    print(f"compile + 2 steps: {time.perf_counter() - t0:.1f} s")
-    for label, net in (("eager", model), ("compiled", compiled), ("eager", model), ("compiled", compiled)):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            loss = F.cross_entropy(net(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        print(f"{label}: {steps * len(y) / (time.perf_counter() - t0):.1f} img/s", flush=True)
+        with torch.no_grad():
+            torch._foreach_clamp_min_(latent, -1.0)
+            torch._foreach_clamp_max_(latent, 1.0)
+    return steps * len(x) / (time.perf_counter() - t0)
+
+
+def _compare_layouts(x: torch.Tensor, steps: int, rounds: int, with_compile: bool) -> list[tuple[str, str, float]]:
+    """The long recipe's training step of each BNN in NCHW, in channels_last and (optionally) under torch.compile,
+    in alternating rounds; returns (model, variant, median img/s) rows. Compile time is printed apart."""
+    rows = []
+    for name in MODELS:
+        teacher = load_model("resnet20_fp").requires_grad_(False)
+        variants: dict[str, tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, torch.Tensor]] = {}
+        for variant in ("nchw", "channels_last", *(("compile",) if with_compile else ())):
+            net = load_model(name).train()
+            set_training_progress(net, 0.5)
+            t, xi = teacher, x
+            if variant == "channels_last":
+                net = net.to(memory_format=torch.channels_last)
+                t = load_model("resnet20_fp").requires_grad_(False).to(memory_format=torch.channels_last)
+                xi = x.contiguous(memory_format=torch.channels_last)
+            opt = torch.optim.Adam(net.parameters(), lr=1e-5, foreach=True)
+            if variant == "compile":
+                compiled = torch.compile(net)
+                t0 = time.perf_counter()
+                _recipe_steps(compiled, teacher, opt, xi, 1)  # compiles the forward and the backward graph
+                print(f"{name}: torch.compile + 2 steps took {time.perf_counter() - t0:.1f} s", flush=True)
+                net = compiled
+            variants[variant] = (net, t, opt, xi)
+        rates: dict[str, list[float]] = {v: [] for v in variants}
+        for _ in range(rounds):
+            for v, (net, t, opt, xi) in variants.items():
+                rates[v].append(_recipe_steps(net, t, opt, xi, steps))
+        for v, r in rates.items():
+            rows.append((name, v, statistics.median(r)))
+            print(f"{name} {v}: {statistics.median(r):.1f} img/s (rounds: {', '.join(f'{a:.1f}' for a in r)})",
+                  flush=True)
+    return rows
 
 
 def main() -> None:
@@ -92,7 +129,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--compile", action="store_true", help="only compare eager and torch.compile")
+    parser.add_argument("--layouts", action="store_true",
+                        help="only the long recipe's step: NCHW vs channels_last (and torch.compile with --compile)")
+    parser.add_argument("--compile", action="store_true", help="with --layouts: add a torch.compile variant")
+    parser.add_argument("--out", type=Path, help="with --layouts: also write the rows and the machine as JSON here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -100,8 +140,22 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     x = augment(torch.from_numpy(x_train[: args.batch_size]), gen).float().div_(255)
     y = torch.from_numpy(y_train[: args.batch_size])
-    if args.compile:
-        _compare_compile(x, y, args.steps * 2)
+    if args.layouts:
+        layout_rows = _compare_layouts(x, args.steps, args.rounds, args.compile)
+        print(f"\n{cpu_model()}, torch {torch.__version__}, {args.threads} threads, "
+              f"batch {args.batch_size}, median of {args.rounds} alternating rounds of {args.steps} steps\n")
+        print("| model | variant | img/s | vs NCHW |\n| --- | --- | ---: | ---: |")
+        base = {m: r for m, v, r in layout_rows if v == "nchw"}
+        for m, v, r in layout_rows:
+            print(f"| `{m}` | {v} | {r:.1f} | {r / base[m]:.2f}x |")
+        if args.out is not None:
+            atomic_write_json({
+                "command": "benchmarks/train_throughput.py " + " ".join(sys.argv[1:]),
+                "cpu": cpu_model(), "torch": torch.__version__,
+                "threads": args.threads, "batch_size": args.batch_size, "rounds": args.rounds, "steps": args.steps,
+                "rows": [{"model": m, "variant": v, "img_per_s": round(r, 1), "vs_nchw": round(r / base[m], 3)}
+                         for m, v, r in layout_rows],
+            }, args.out)
         return
 
     rows = []

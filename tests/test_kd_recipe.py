@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from arbibench.data.cifar10 import load_cifar10
+from arbibench.machine import cpu_model
 from arbibench.models.architectures import build_model
 from arbibench.models.zoo import ZOO, verified_checkpoint
 from arbibench.nn import BinaryConv2d, LearnedScaleSign
@@ -177,6 +178,9 @@ def test_continuing_a_trained_bnn_loads_every_tensor_and_records_the_starting_we
     zoo = tmp_path / "zoo"
     card = json.loads(export_checkpoint(tmp_path / "more", "resnet20_xnorpp", zoo).read_text())
     assert card["init_sha256"] == _digest(start) and card["recipe"]["step1_epochs"] == 0
+    # the card names the CPU and says what each epoch cost on it
+    assert card["trained_on"].startswith(cpu_model()) and "threads" in card["trained_on"]
+    assert [e["epoch"] for e in card["epoch_seconds"]] == [1] and card["epoch_seconds"][0]["seconds"] > 0
     assert _digest(zoo / "resnet20_xnorpp.safetensors") != _digest(start)  # it trained
 
 

@@ -32,6 +32,9 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
     assert _digest(tmp_path / "full" / "model.safetensors") == _digest(tmp_path / "resumed" / "model.safetensors")
     assert resumed["clean_acc"] == full["clean_acc"]
     assert len(resumed["history"]) == 2
+    # each epoch's wall time survives the interruption, beside the history rather than in it
+    assert [e["epoch"] for e in resumed["epoch_seconds"]] == [1, 2]
+    assert all(e["seconds"] > 0 and e["threads"] >= 1 for e in resumed["epoch_seconds"])
 
 
 def test_a_finished_run_is_read_back_not_recalibrated_again(tmp_path, data_dir):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 
 from arbibench.files import atomic_write, atomic_write_json, sha256_file
+from arbibench.machine import describe
 from arbibench.models.architectures import build_model
 from arbibench.models.methods import get_method
 from arbibench.models.zoo import CHECKPOINT_DIR
@@ -71,9 +71,11 @@ def export_checkpoint(
         "clean_acc_first500": summary["clean_acc_first500"],
         "recipe": recipe,
         "train_time_s": summary["train_time_s"],
-        "trained_on": f"{platform.machine()} CPU, {summary['torch_threads']} threads, torch {torch.__version__}",
+        "trained_on": f"{describe(summary['torch_threads'])}, torch {torch.__version__}",
         "history": summary["history"],
     }
+    if "epoch_seconds" in summary:  # wall time of each epoch: what a session's budget buys on this machine
+        card["epoch_seconds"] = summary["epoch_seconds"]
     if "init_sha256" in summary:
         card["init_sha256"] = summary["init_sha256"]  # the weights recipe.init_from named when the run started
     if "clean_acc_before_bn_recalibration" in summary:

@@ -118,6 +118,9 @@ class _Run:
     start_epoch: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     elapsed: float = 0.0
+    # wall seconds of each epoch (training, measuring, checkpointing) and the threads it ran on; kept apart from the
+    # history, which is a function of the recipe alone and equal between a resumed run and an uninterrupted one
+    epoch_seconds: list[dict[str, Any]] = field(default_factory=list)
     init_sha256: str | None = None
     validation: dict[str, Any] | None = None
 
@@ -170,6 +173,7 @@ def _start(recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable
         load_optimizer(run.opt, load_file(str(out / "optimizer.safetensors")), meta["optimizer"])
         run.start_epoch, run.history, run.elapsed = meta["epoch"] + 1, meta["history"], meta["elapsed_s"]
         run.validation = meta.get("validation")
+        run.epoch_seconds = meta.get("epoch_seconds", [])
         if meta.get("stopped_early"):
             run.start_epoch = recipe.epochs
         log(f"resuming {out} at epoch {run.start_epoch + 1}/{recipe.epochs}")
@@ -238,6 +242,9 @@ def _epoch(
     run.history.append({"epoch": epoch + 1, "train_loss": loss, "train_acc": acc})
     look, measured, stopped_early = _measure(recipe, run, data, epoch, out, log)
     run.elapsed += time.time() - t0
+    run.epoch_seconds.append(
+        {"epoch": epoch + 1, "seconds": round(time.time() - t0, 1), "threads": torch.get_num_threads()}
+    )
     progress.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {look} {measured:.3f}")
     opt_tensors, opt_meta = optimizer_tensors(run.opt)
     atomic_save_tensors(run.model.state_dict(), out / "model.safetensors")
@@ -248,6 +255,7 @@ def _epoch(
             "epoch": epoch,
             "history": run.history,
             "elapsed_s": run.elapsed,
+            "epoch_seconds": run.epoch_seconds,
             "optimizer": opt_meta,
             "stopped_early": stopped_early,
             "init_sha256": run.init_sha256,
@@ -346,7 +354,10 @@ def _finish(recipe: Recipe, run: _Run, data: _Data, out: Path) -> dict[str, Any]
     """The shipped weights (best validation epoch, re-estimated statistics) and the summary, measured once."""
     model, history = run.model, run.history
     set_training_progress(model, 1.0)  # the deployed state, the one a freshly built model starts in
-    summary: dict[str, Any] = {"recipe": asdict(recipe), "history": history, "train_time_s": round(run.elapsed, 1)}
+    summary: dict[str, Any] = {
+        "recipe": asdict(recipe), "history": history, "train_time_s": round(run.elapsed, 1),
+        "epoch_seconds": run.epoch_seconds,
+    }
     if run.init_sha256 is not None:
         summary["init_sha256"] = run.init_sha256
     if recipe.robust_check_images:

@@ -1,0 +1,27 @@
+"""The machine a measurement ran on, named the same way in checkpoint cards, benchmarks and notes."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else the platform's description: a timing without it is unreadable."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe(threads: int) -> str:
+    """One line for a card: CPU model, cores and the threads a job used, e.g. ``AMD EPYC (x86_64, 2 cores), 2
+    threads``."""
+    return f"{cpu_model()} ({platform.machine()}, {os.cpu_count()} cores), {threads} threads"
