@@ -5,7 +5,9 @@ import json
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
+from arbibench.models.architectures import build_model
 from arbibench.train import Recipe, augment, learning_rate, train
 
 
@@ -17,24 +19,48 @@ class _InterruptError(Exception):
     pass
 
 
-def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir):
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, channels_last):
     recipe = Recipe(method="bnn", epochs=2, batch_size=64, train_examples=256, optimizer="adam", lr=1e-3)
-    full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=200)
+    full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=200,
+                 channels_last=channels_last)
 
     def stop_after_first_epoch(msg):
         if msg.startswith("epoch 1:"):
             raise _InterruptError
 
     with pytest.raises(_InterruptError):
-        train(recipe, tmp_path / "resumed", data_dir, log=stop_after_first_epoch, eval_examples=200)
+        train(recipe, tmp_path / "resumed", data_dir, log=stop_after_first_epoch, eval_examples=200,
+              channels_last=channels_last)
     assert json.loads((tmp_path / "resumed" / "state.json").read_text())["epoch"] == 0
-    resumed = train(recipe, tmp_path / "resumed", data_dir, log=lambda m: None, eval_examples=200)
+    resumed = train(recipe, tmp_path / "resumed", data_dir, log=lambda m: None, eval_examples=200,
+                    channels_last=channels_last)
     assert _digest(tmp_path / "full" / "model.safetensors") == _digest(tmp_path / "resumed" / "model.safetensors")
     assert resumed["clean_acc"] == full["clean_acc"]
     assert len(resumed["history"]) == 2
     # each epoch's wall time survives the interruption, beside the history rather than in it
     assert [e["epoch"] for e in resumed["epoch_seconds"]] == [1, 2]
     assert all(e["seconds"] > 0 and e["threads"] >= 1 for e in resumed["epoch_seconds"])
+    assert all(e["channels_last"] is channels_last for e in resumed["epoch_seconds"])
+
+
+def test_channels_last_trains_the_same_parameters(tmp_path, data_dir):
+    # The layout is how a run computes, not what. It is not bit-exact: the first BatchNorm's batch statistics sum in
+    # another order, and a BNN's signs amplify that. What must hold: every trained parameter lands within what Adam
+    # can move it in the run's steps (at most about lr per step) of the NCHW run's, so no tensor was misread.
+    recipe = Recipe(method="reactnet", epochs=1, batch_size=64, train_examples=128, optimizer="adam", lr=1e-3)
+    nchw = train(recipe, tmp_path / "nchw", data_dir, log=lambda m: None, eval_examples=100)
+    last = train(recipe, tmp_path / "last", data_dir, log=lambda m: None, eval_examples=100, channels_last=True)
+    loss_nchw, loss_last = nchw["history"][0]["train_loss"], last["history"][0]["train_loss"]
+    assert abs(loss_last - loss_nchw) < 0.05 * loss_nchw
+    a = load_file(str(tmp_path / "nchw" / "model.safetensors"))
+    b = load_file(str(tmp_path / "last" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    trained = [k for k in a if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
+    assert max((a[k] - b[k]).abs().max().item() for k in trained) <= 2 * 2 * recipe.lr  # 2 steps, Adam's bound x2
+    torch.manual_seed(recipe.seed)  # the run's own initialisation
+    init = build_model("resnet20", "reactnet").state_dict()
+    assert max((a[k] - init[k]).abs().max().item() for k in trained) > 0  # and the runs did train
 
 
 def test_a_finished_run_is_read_back_not_recalibrated_again(tmp_path, data_dir):

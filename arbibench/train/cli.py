@@ -57,6 +57,10 @@ def train(
         None, help="With --val-examples: stop after this many epochs without a better validation accuracy (0: never)."
     ),
     paper: bool = typer.Option(False, help="Use the long paper-length schedule (for a GPU)."),
+    channels_last: bool = typer.Option(
+        False, help="Compute in the channels_last memory layout (faster for some BNNs on some CPUs: measure with "
+        "benchmarks/train_throughput.py --layouts); the same arithmetic, so not part of the recipe."
+    ),
     data_dir: Path | None = typer.Option(None, help="CIFAR-10 folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     export: bool = typer.Option(
         False,
@@ -93,7 +97,7 @@ def train(
     name = f"{arch}_{method}{training.AT_SUFFIX if recipe.adversarial else ''}"
     run_dir = out / name
     try:
-        summary = training.train(recipe, run_dir, data_dir, log=console.log)
+        summary = training.train(recipe, run_dir, data_dir, log=console.log, channels_last=channels_last)
     except train_errors() as e:
         fail(e)
     console.print(

@@ -83,6 +83,16 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     return -(F.softmax(teacher_logits, dim=1) * F.log_softmax(student_logits, dim=1)).sum(dim=1).mean()
 
 
+def memory_layout(model: nn.Module, channels_last: bool) -> nn.Module:
+    """``model`` in channels_last when asked: oneDNN then skips the reorders of the 16-channel first stage, which is
+    faster for some BNNs on some CPUs and slower for others (``benchmarks/train_throughput.py --layouts``). The
+    arithmetic is the same up to the order of float sums, so a run may resume in the other layout."""
+    if not channels_last:
+        return model
+    converted: nn.Module = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # not in stubs
+    return converted
+
+
 @dataclass
 class _Data:
     """The run's images (uint8 NCHW): training, validation (held out from training), test, robust-check."""
@@ -123,6 +133,7 @@ class _Run:
     epoch_seconds: list[dict[str, Any]] = field(default_factory=list)
     init_sha256: str | None = None
     validation: dict[str, Any] | None = None
+    channels_last: bool = False
 
 
 def _check_recipe(recipe: Recipe) -> None:
@@ -150,15 +161,17 @@ def _read_state(out: Path, recipe: Recipe) -> dict[str, Any] | None:
     return meta
 
 
-def _start(recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable[[str], object]) -> _Run:
+def _start(
+    recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable[[str], object], channels_last: bool
+) -> _Run:
     """The model, optimiser and teacher of the epoch the run stands at: the last finished one, else the first."""
     epoch = meta["epoch"] if meta else 0
-    model = build_model(recipe.arch, stage_method(recipe, epoch))
+    model = memory_layout(build_model(recipe.arch, stage_method(recipe, epoch)), channels_last)
     teacher = None
     if recipe.teacher:
         teacher = build_model(recipe.arch, "fp")
         teacher.load_state_dict(load_file(str(init_checkpoint(recipe.teacher))))
-        teacher.eval().requires_grad_(False)
+        teacher = memory_layout(teacher.eval().requires_grad_(False), channels_last)
     # The sha256 of the starting weights goes into the card: a zoo name alone stops naming them once a run that
     # continues a zoo model (``--init-from resnet20_bireal``) is exported over it.
     init_sha256 = meta.get("init_sha256") if meta is not None else None
@@ -167,7 +180,8 @@ def _start(recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable
         init_sha256 = sha256_file(init_path)
         n = load_matching(model, load_file(str(init_path)))
         log(f"initialised {n}/{len(model.state_dict())} tensors from {recipe.init_from}")
-    run = _Run(model, make_optimizer(recipe, model, epoch), teacher, init_sha256=init_sha256)
+    run = _Run(model, make_optimizer(recipe, model, epoch), teacher, init_sha256=init_sha256,
+               channels_last=channels_last)
     if meta is not None:
         model.load_state_dict(load_file(str(out / "model.safetensors")))
         load_optimizer(run.opt, load_file(str(out / "optimizer.safetensors")), meta["optimizer"])
@@ -187,16 +201,19 @@ def train(
     log: Callable[[str], object] = print,
     *,
     eval_examples: int | None = None,
+    channels_last: bool = False,
 ) -> dict[str, Any]:
     """Train (or resume) ``recipe`` into ``out_dir``; returns the final summary (also in ``out_dir/summary.json``).
 
     The summary's ``clean_acc`` is measured on the first ``eval_examples`` test images (default: all 10,000).
+    ``channels_last`` is how the run computes, not what it computes (:func:`memory_layout`), so it is not part of
+    the recipe; each epoch's record says which layout it ran in.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_recipe(recipe)
     torch.manual_seed(recipe.seed)
-    run = _start(recipe, out, _read_state(out, recipe), log)
+    run = _start(recipe, out, _read_state(out, recipe), log, channels_last)
     data = _Data.load(recipe, data_dir, eval_examples)
     finished = finished_summary(out, recipe, run.start_epoch, len(data.y_test))
     if finished is not None:
@@ -231,7 +248,7 @@ def _epoch(
     t0 = time.time()
     if recipe.step1_epochs and epoch == recipe.step1_epochs:  # step 2: binarize the kernels
         step1_state = run.model.state_dict()
-        run.model = build_model(recipe.arch, stage_method(recipe, epoch))
+        run.model = memory_layout(build_model(recipe.arch, stage_method(recipe, epoch)), run.channels_last)
         load_matching(run.model, step1_state)
         init_learned_scales(run.model)
         run.opt = make_optimizer(recipe, run.model, epoch)
@@ -243,7 +260,8 @@ def _epoch(
     look, measured, stopped_early = _measure(recipe, run, data, epoch, out, log)
     run.elapsed += time.time() - t0
     run.epoch_seconds.append(
-        {"epoch": epoch + 1, "seconds": round(time.time() - t0, 1), "threads": torch.get_num_threads()}
+        {"epoch": epoch + 1, "seconds": round(time.time() - t0, 1), "threads": torch.get_num_threads(),
+         "channels_last": run.channels_last}
     )
     progress.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {look} {measured:.3f}")
     opt_tensors, opt_meta = optimizer_tensors(run.opt)
@@ -287,6 +305,8 @@ def _optimise(
     for s in range(steps_per_epoch):
         idx = perm[s * recipe.batch_size : (s + 1) * recipe.batch_size]
         xb = augment(xt[idx], gen).float().div_(255)
+        if run.channels_last:
+            xb = xb.contiguous(memory_format=torch.channels_last)
         yb = yt[idx]
         for g in opt.param_groups:
             g["lr"] = learning_rate(recipe, (epoch - stage_start) * steps_per_epoch + s, stage_total)
