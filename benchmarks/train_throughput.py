@@ -88,11 +88,13 @@ def _recipe_steps(net: torch.nn.Module, teacher: torch.nn.Module, opt: torch.opt
     return steps * len(x) / (time.perf_counter() - t0)
 
 
-def _compare_layouts(x: torch.Tensor, steps: int, rounds: int, with_compile: bool) -> list[tuple[str, str, float]]:
+def _compare_layouts(
+    x: torch.Tensor, steps: int, rounds: int, with_compile: bool, models: tuple[str, ...] = MODELS
+) -> list[tuple[str, str, float]]:
     """The long recipe's training step of each BNN in NCHW, in channels_last and (optionally) under torch.compile,
     in alternating rounds; returns (model, variant, median img/s) rows. Compile time is printed apart."""
     rows = []
-    for name in MODELS:
+    for name in models:
         teacher = load_model("resnet20_fp").requires_grad_(False)
         variants: dict[str, tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, torch.Tensor]] = {}
         for variant in ("nchw", "channels_last", *(("compile",) if with_compile else ())):
@@ -133,6 +135,7 @@ def main() -> None:
                         help="only the long recipe's step: NCHW vs channels_last (and torch.compile with --compile)")
     parser.add_argument("--compile", action="store_true", help="with --layouts: add a torch.compile variant")
     parser.add_argument("--out", type=Path, help="with --layouts: also write the rows and the machine as JSON here")
+    parser.add_argument("--models", default=",".join(MODELS), help="with --layouts: comma-separated zoo BNNs")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -141,7 +144,7 @@ def main() -> None:
     x = augment(torch.from_numpy(x_train[: args.batch_size]), gen).float().div_(255)
     y = torch.from_numpy(y_train[: args.batch_size])
     if args.layouts:
-        layout_rows = _compare_layouts(x, args.steps, args.rounds, args.compile)
+        layout_rows = _compare_layouts(x, args.steps, args.rounds, args.compile, tuple(args.models.split(",")))
         print(f"\n{cpu_model()}, torch {torch.__version__}, {args.threads} threads, "
               f"batch {args.batch_size}, median of {args.rounds} alternating rounds of {args.steps} steps\n")
         print("| model | variant | img/s | vs NCHW |\n| --- | --- | ---: | ---: |")
