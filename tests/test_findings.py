@@ -175,3 +175,63 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
     alone = CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--models", "resnet20_bnn",
                                          "--store", str(db_path)])
     assert alone.exit_code == 2 and "include both" in alone.output
+
+
+def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run, tiny_protocol, tmp_path,
+                                                                       monkeypatch, data_dir):
+    import json
+    import shutil
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    import arbibench.cli as cli
+    import arbibench.protocol.cli as protocol_cli
+
+    _, db_path = twin_run
+    db = tmp_path / "store.db"
+    shutil.copy(db_path, db)
+    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick, demo=False: tiny_protocol)
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+
+    def batches() -> int:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+
+    before = batches()
+    earlier = tmp_path / "earlier.json"
+    assert CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--models", "resnet20_fp,resnet20_bnn",
+                                        "--store", str(db), "--json", str(earlier)]).exit_code == 0
+    payload = json.loads(earlier.read_text())
+    payload["protocol"] = "cifar10 (quick)"
+    flipped = payload["findings"][0]
+    flipped["verdict"] = "more robust" if flipped["verdict"] != "more robust" else "less robust"
+    earlier.write_text(json.dumps(payload))
+
+    page = tmp_path / "findings.md"
+    args = ["protocol", "report", "cifar10", "--models", "resnet20_fp,resnet20_bnn,resnet20_reactnet", "--store",
+            str(db), "--stored-only", "--markdown", str(page), "--compare", str(earlier)]
+    res = CliRunner().invoke(cli.app, args, env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert batches() == before  # resnet20_reactnet, never run into this store, was not computed
+    text = page.read_text()
+    assert text.startswith("# Findings: BNNs against their FP twins, protocol cifar10")
+    assert "`resnet20_reactnet`: resnet20_reactnet: clean pass on 60 images has 0 of its 2 batches" in text
+    rows = [line for line in text.splitlines() if line.startswith("| `resnet20_bnn` | `resnet20_fp` |")]
+    assert len(rows) == len(payload["findings"]) == 3
+    assert f"Verdicts that differ from cifar10 (quick)'s: 1 of {len(rows)}." in text
+    assert "--stored-only" in text  # the page names the command that made it
+
+    # a model with one batch missing is left out, so its pair has no finding and the page says so
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM batches WHERE rowid = (SELECT MAX(rowid) FROM batches)")
+    res = CliRunner().invoke(cli.app, args, env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    text = page.read_text()
+    assert "No BNN's protocol is complete together with its FP twin's yet." in text
+    assert text.count("batches in") == 2  # reactnet and the model that lost a batch
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    res = CliRunner().invoke(cli.app, [*args[:-1], str(bad)])
+    assert res.exit_code == 2 and "not the --json of `arbibench protocol report`" in res.output

@@ -44,23 +44,45 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, channe
     assert all(e["channels_last"] is channels_last for e in resumed["epoch_seconds"])
 
 
-def test_channels_last_trains_the_same_parameters(tmp_path, data_dir):
-    # The layout is how a run computes, not what. It is not bit-exact: the first BatchNorm's batch statistics sum in
-    # another order, and a BNN's signs amplify that. What must hold: every trained parameter lands within what Adam
-    # can move it in the run's steps (at most about lr per step) of the NCHW run's, so no tensor was misread.
+@pytest.mark.parametrize("how", ["channels_last", "compile_model"])
+def test_layout_and_compile_train_the_same_parameters(tmp_path, data_dir, how):
+    # Both are how a run computes, not what. Neither is bit-exact: batch statistics sum in another order (and
+    # compiled kernels fuse operations), and a BNN's signs amplify that. What must hold: every trained parameter lands
+    # within what Adam can move it in the run's steps (at most about lr per step) of the default run's, so no tensor
+    # was misread, and the checkpoint has the module's own keys.
     recipe = Recipe(method="reactnet", epochs=1, batch_size=64, train_examples=128, optimizer="adam", lr=1e-3)
-    nchw = train(recipe, tmp_path / "nchw", data_dir, log=lambda m: None, eval_examples=100)
-    last = train(recipe, tmp_path / "last", data_dir, log=lambda m: None, eval_examples=100, channels_last=True)
-    loss_nchw, loss_last = nchw["history"][0]["train_loss"], last["history"][0]["train_loss"]
-    assert abs(loss_last - loss_nchw) < 0.05 * loss_nchw
-    a = load_file(str(tmp_path / "nchw" / "model.safetensors"))
-    b = load_file(str(tmp_path / "last" / "model.safetensors"))
+    plain = train(recipe, tmp_path / "plain", data_dir, log=lambda m: None, eval_examples=100)
+    other = train(recipe, tmp_path / "other", data_dir, log=lambda m: None, eval_examples=100, **{how: True})
+    assert other["epoch_seconds"][0]["channels_last" if how == "channels_last" else "compiled"] is True
+    loss_plain, loss_other = plain["history"][0]["train_loss"], other["history"][0]["train_loss"]
+    assert abs(loss_other - loss_plain) < 0.05 * loss_plain
+    a = load_file(str(tmp_path / "plain" / "model.safetensors"))
+    b = load_file(str(tmp_path / "other" / "model.safetensors"))
     assert a.keys() == b.keys()
     trained = [k for k in a if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
     assert max((a[k] - b[k]).abs().max().item() for k in trained) <= 2 * 2 * recipe.lr  # 2 steps, Adam's bound x2
     torch.manual_seed(recipe.seed)  # the run's own initialisation
     init = build_model("resnet20", "reactnet").state_dict()
     assert max((a[k] - init[k]).abs().max().item() for k in trained) > 0  # and the runs did train
+
+
+@pytest.mark.parametrize(("method", "compiles"), [("reactnet", 1), ("irnet", 3)])
+def test_a_scheduled_surrogate_is_compiled_once_per_epoch(tmp_path, data_dir, monkeypatch, method, compiles):
+    # IR-Net's EDE changes its surrogate every epoch, so each epoch needs its own graph; dynamo's old graphs are
+    # dropped first, or past its recompile limit it would quietly run eager. A model without a schedule compiles once.
+    import arbibench.train.loop as loop
+
+    calls = {"compile": 0, "reset": 0}
+
+    def fake_compile(model):
+        calls["compile"] += 1
+        return model
+
+    monkeypatch.setattr(loop.torch, "compile", fake_compile)
+    monkeypatch.setattr(loop.torch._dynamo, "reset", lambda: calls.__setitem__("reset", calls["reset"] + 1))
+    recipe = Recipe(method=method, epochs=3, batch_size=64, train_examples=64, optimizer="adam", lr=1e-3)
+    train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=50, compile_model=True)
+    assert calls == {"compile": compiles, "reset": compiles}
 
 
 def test_a_finished_run_is_read_back_not_recalibrated_again(tmp_path, data_dir):

@@ -20,7 +20,7 @@ from torch import nn
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
-from arbibench.evaluation.store import ResultStore, hash_indices, hash_model
+from arbibench.evaluation.store import ResultStore, hash_indices, hash_json, hash_model
 from arbibench.evaluation.surrogates import attack_for_target
 
 #: The store's attack name of the clean pass.
@@ -78,6 +78,10 @@ class EvaluationContext:
             "eps": self.threat.eps,
             "seed": self.seed,
         }
+
+    def store_key(self, attack: Attack | None) -> str:
+        """The key the store files ``attack`` (None: the clean pass) under, computed without writing to it."""
+        return hash_json({"model_hash": self.model_hash, **self.spec(attack)})
 
 
 @dataclass(frozen=True)

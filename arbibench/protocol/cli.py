@@ -3,10 +3,11 @@ and ``arbibench/cli.py`` only wires it in."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -158,19 +159,32 @@ def protocol_report(
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
     model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the findings as JSON to this file."),
+    stored_only: bool = typer.Option(
+        False, "--stored-only", help="Compute nothing: report the models whose run is complete in --store and list "
+        "the others as left out (a report over a full-protocol store must not start hours of attacks)."
+    ),
+    markdown: Path | None = typer.Option(
+        None, help="Also write the dated findings page (markdown) to this file, e.g. docs/findings-cifar10.md."
+    ),
+    compare: Path | None = typer.Option(
+        None, help="The --json of an earlier report (e.g. the quick protocol's): the page sets each verdict beside it."
+    ),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
 ) -> None:
     """ARBiBench's findings: is each BNN more or less robust than its FP twin, under white-box and black-box attacks
     at the protocol eps and across the eps sweep?
 
-    Reads the outcomes `protocol run` stored (whatever is missing is evaluated and stored first), pairs each BNN with
-    its twin on the same images and gives the difference of mean ACC_norm with a 95% bootstrap interval. The verdict
-    follows the interval: above zero "more robust", below "less robust", otherwise "not distinguishable".
+    Reads the outcomes `protocol run` stored (whatever is missing is evaluated and stored first, unless
+    --stored-only), pairs each BNN with its twin on the same images and gives the difference of mean ACC_norm with a
+    95% bootstrap interval. The verdict follows the interval: above zero "more robust", below "less robust",
+    otherwise "not distinguishable".
     """
 
     from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
-    from arbibench.files import atomic_write_json  # start-up: beside the run's imports
+    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend  # start-up: as above
+    from arbibench.files import atomic_write, atomic_write_json  # start-up: beside the run's imports
+    from arbibench.protocol.findings_page import findings_markdown  # start-up: as above
     from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
     from arbibench.protocol.report import findings_table, summary_table  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
@@ -179,21 +193,58 @@ def protocol_report(
     if isinstance(protocol, CorruptionProtocol):
         fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
     names = _protocol_models(models, protocol.dataset, model_dir)
+    if stored_only and not store.is_file():
+        fail(FileNotFoundError(f"no store at {store}: nothing is stored to report (pass the run's --store)"))
+    previous = _read_findings_json(compare) if compare is not None else None
+    left_out: dict[str, str] = {}
     try:
         with ResultStore(store) as db:
-            results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
-                                   console=console)
+            if stored_only:
+                results = []
+                for model_name in names:  # one at a time: a model still on the queue leaves the others reported
+                    try:
+                        results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
+                                                device=device, console=console, backend=StoredOnlyBackend())
+                    except MissingResultsError as e:
+                        left_out[model_name] = str(e)
+                        console.print(f"left out {e}")
+            else:
+                results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
+                                       console=console)
     except user_errors() as e:
         fail(e)
+    if not results:
+        fail(ValueError(f"no model's {protocol.label} run is complete in {store}; see `arbibench protocol progress`"))
     console.print(summary_table(results, protocol))
     findings = protocol_findings(results)
-    if not findings:
+    if findings:
+        console.print(findings_table(findings))
+    elif markdown is None:
         fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
-    console.print(findings_table(findings))
     if json_out is not None:
         payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings]}
         atomic_write_json(payload, json_out)
         console.print(f"wrote {json_out}")
+    if markdown is not None:
+        command = " ".join([
+            "arbibench protocol report", name, *(["--quick"] if quick else []), *(["--demo"] if demo else []),
+            "--models", models, "--store", str(store), *(["--stored-only"] if stored_only else []),
+            *([f"--compare {compare}"] if compare is not None else []), "--markdown", str(markdown),
+        ])
+        page = findings_markdown(results, findings, protocol, command=command, left_out=left_out, previous=previous)
+        atomic_write(lambda f: f.write(page.encode()), markdown)
+        console.print(f"wrote {markdown}")
+
+
+def _read_findings_json(path: Path) -> dict[str, Any]:
+    """The --json of an earlier ``protocol report``; anything else is refused before any work."""
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        fail(ValueError(f"--compare {path}: cannot read it as JSON ({e}); pass the --json of an earlier report"))
+    if not isinstance(payload, dict) or not isinstance(payload.get("findings"), list):
+        fail(ValueError(f"--compare {path}: not the --json of `arbibench protocol report` (no findings list)"))
+    return payload
 
 
 def _protocol_run_corruptions(

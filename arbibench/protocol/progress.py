@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from arbibench.evaluation.store import ResultStore, hash_json
+from arbibench.evaluation.store import ResultStore
 from arbibench.models.zoo import load_model
 from arbibench.protocol.presets import Protocol
 from arbibench.protocol.run import plan_model, protocol_subsets
@@ -91,7 +91,7 @@ def protocol_progress(
         ctx = ev.ctx
         n_batches = math.ceil(len(ctx.y) / ctx.batch_size)
         for attack in (None, *ev.attacks):
-            key = hash_json({"model_hash": ctx.model_hash, **ctx.spec(attack)})
+            key = ctx.store_key(attack)
             if key in seen:
                 continue
             seen.add(key)

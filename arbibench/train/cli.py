@@ -61,6 +61,10 @@ def train(
         False, help="Compute in the channels_last memory layout (faster for some BNNs on some CPUs: measure with "
         "benchmarks/train_throughput.py --layouts); the same arithmetic, so not part of the recipe."
     ),
+    compile_model: bool = typer.Option(
+        False, "--compile", help="Run the training forward through torch.compile (about a minute to compile; faster "
+        "for some BNNs, measure with benchmarks/train_throughput.py --layouts --compile); not part of the recipe."
+    ),
     data_dir: Path | None = typer.Option(None, help="CIFAR-10 folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     export: bool = typer.Option(
         False,
@@ -97,7 +101,8 @@ def train(
     name = f"{arch}_{method}{training.AT_SUFFIX if recipe.adversarial else ''}"
     run_dir = out / name
     try:
-        summary = training.train(recipe, run_dir, data_dir, log=console.log, channels_last=channels_last)
+        summary = training.train(recipe, run_dir, data_dir, log=console.log, channels_last=channels_last,
+                                 compile_model=compile_model)
     except train_errors() as e:
         fail(e)
     console.print(

@@ -29,7 +29,7 @@ from arbibench.files import atomic_write_json
 from arbibench.models.architectures import build_model
 from arbibench.models.zoo import sha256_file
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
-from arbibench.nn.quantizers import set_training_progress
+from arbibench.nn.quantizers import ScheduledSign, set_training_progress
 from arbibench.nn.scalings import LearnedScaleSign
 from arbibench.train import accuracy
 from arbibench.train.adversarial import catastrophic_overfitting_check, fgsm_random_start, robust_check
@@ -93,6 +93,12 @@ def memory_layout(model: nn.Module, channels_last: bool) -> nn.Module:
     return converted
 
 
+def has_schedule(model: nn.Module) -> bool:
+    """Whether a quantizer's surrogate changes with training progress (IR-Net's EDE): a compiled graph of such a
+    model holds for one epoch only."""
+    return any(isinstance(m, ScheduledSign) for m in model.modules())
+
+
 @dataclass
 class _Data:
     """The run's images (uint8 NCHW): training, validation (held out from training), test, robust-check."""
@@ -134,6 +140,8 @@ class _Run:
     init_sha256: str | None = None
     validation: dict[str, Any] | None = None
     channels_last: bool = False
+    compile_model: bool = False
+    forward: Callable[[torch.Tensor], torch.Tensor] | None = None  # the compiled training forward, when compiled
 
 
 def _check_recipe(recipe: Recipe) -> None:
@@ -162,7 +170,8 @@ def _read_state(out: Path, recipe: Recipe) -> dict[str, Any] | None:
 
 
 def _start(
-    recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable[[str], object], channels_last: bool
+    recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable[[str], object], channels_last: bool,
+    compile_model: bool,
 ) -> _Run:
     """The model, optimiser and teacher of the epoch the run stands at: the last finished one, else the first."""
     epoch = meta["epoch"] if meta else 0
@@ -181,7 +190,7 @@ def _start(
         n = load_matching(model, load_file(str(init_path)))
         log(f"initialised {n}/{len(model.state_dict())} tensors from {recipe.init_from}")
     run = _Run(model, make_optimizer(recipe, model, epoch), teacher, init_sha256=init_sha256,
-               channels_last=channels_last)
+               channels_last=channels_last, compile_model=compile_model)
     if meta is not None:
         model.load_state_dict(load_file(str(out / "model.safetensors")))
         load_optimizer(run.opt, load_file(str(out / "optimizer.safetensors")), meta["optimizer"])
@@ -202,18 +211,21 @@ def train(
     *,
     eval_examples: int | None = None,
     channels_last: bool = False,
+    compile_model: bool = False,
 ) -> dict[str, Any]:
     """Train (or resume) ``recipe`` into ``out_dir``; returns the final summary (also in ``out_dir/summary.json``).
 
     The summary's ``clean_acc`` is measured on the first ``eval_examples`` test images (default: all 10,000).
     ``channels_last`` is how the run computes, not what it computes (:func:`memory_layout`), so it is not part of
-    the recipe; each epoch's record says which layout it ran in.
+    the recipe; each epoch's record says which layout it ran in. ``compile_model`` runs the training forward through
+    ``torch.compile`` (the weights, checkpoints and every measurement stay on the module itself); like the layout,
+    it changes the order of float operations, not the arithmetic.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_recipe(recipe)
     torch.manual_seed(recipe.seed)
-    run = _start(recipe, out, _read_state(out, recipe), log, channels_last)
+    run = _start(recipe, out, _read_state(out, recipe), log, channels_last, compile_model)
     data = _Data.load(recipe, data_dir, eval_examples)
     finished = finished_summary(out, recipe, run.start_epoch, len(data.y_test))
     if finished is not None:
@@ -253,6 +265,12 @@ def _epoch(
         init_learned_scales(run.model)
         run.opt = make_optimizer(recipe, run.model, epoch)
         log(f"step 2 from epoch {epoch + 1}: binary weights")
+        run.forward = None  # a new module: compiled anew below
+    if run.compile_model and (run.forward is None or has_schedule(run.model)):
+        # A scheduled surrogate changes every epoch, so its graph is compiled again each epoch; dropping the old
+        # graphs first keeps dynamo under its recompile limit, past which it would silently run eager.
+        torch._dynamo.reset()
+        run.forward = torch.compile(run.model)
     steps = math.ceil(len(data.y_train) / recipe.batch_size)
     task = progress.add_task(f"epoch {epoch + 1}/{recipe.epochs}", total=steps, info="")
     loss, acc = _optimise(recipe, run, data, epoch, progress, task)
@@ -261,7 +279,7 @@ def _epoch(
     run.elapsed += time.time() - t0
     run.epoch_seconds.append(
         {"epoch": epoch + 1, "seconds": round(time.time() - t0, 1), "threads": torch.get_num_threads(),
-         "channels_last": run.channels_last}
+         "channels_last": run.channels_last, "compiled": run.compile_model}
     )
     progress.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {look} {measured:.3f}")
     opt_tensors, opt_meta = optimizer_tensors(run.opt)
@@ -313,7 +331,7 @@ def _optimise(
         x_in = xb
         if recipe.adversarial is not None:
             x_in = fgsm_random_start(model, xb, yb, recipe.adv_eps, recipe.adv_step, gen)
-        logits = model(x_in)
+        logits = (model if run.forward is None else run.forward)(x_in)  # a compiled module has no truth value
         if run.teacher is None:
             loss = F.cross_entropy(logits, yb)
         else:
