@@ -270,6 +270,14 @@ def test_zoo_table_goal_and_recalibration_wording():
                        "bn_recalibration_augment": True}}
     assert recipe_summary(card) == ("kd: 12 epochs (3 + 9) from `resnet20_fp`, distilled from `resnet20_fp`, adam lr "
                                     "0.001, cosine per step, BN re-estimated on 100 augmented batches (70.77% before)")
-    assert _goal(card) == ">= 80%: 4.49 points short"
-    assert _goal({**card, "clean_acc": 0.8}) == ">= 80%: met"
+    assert _goal(card) == ">= 82%: 6.49 points short"
+    assert _goal({**card, "clean_acc": 0.82}) == ">= 82%: met"
+    assert _goal({**card, "method": "bnn"}) == ">= 76%: 0.49 points short"
     assert _goal({**card, "method": "fp"}) == "-"
+    # a long run: how many of its epochs ran and which one the held-out images picked
+    long_run = {**card, "recipe": {**card["recipe"], "epochs": 60, "step1_epochs": 0, "lr": 5e-4,
+                                   "init_from": "resnet20_bireal", "bn_recalibration_batches": 0},
+                "validation": {"epochs_run": 23, "stopped_early": True, "best_epoch": 15, "examples": 5000}}
+    assert recipe_summary(long_run) == (
+        "kd: 60 epochs from `resnet20_bireal`, distilled from `resnet20_fp`, binary weights throughout, adam lr "
+        "0.0005, cosine; 23 of 60 epochs run (stopped early), epoch 15 picked on 5,000 held-out training images")

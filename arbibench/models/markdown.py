@@ -18,10 +18,11 @@ from typing import Any
 
 from arbibench.models.pins import PIN_FILE, read_pins
 
-# The zoo's clean-accuracy goal on the 10,000 CIFAR-10 test images: every ResNet-20 BNN >= 75%, and the methods
-# whose papers report the highest ResNet-20 accuracy >= 80%.
-ACCURACY_GOAL: dict[str, float] = {"bnn": 0.75, "xnor": 0.75, "dorefa": 0.75, "bireal": 0.80, "irnet": 0.80,
-                                   "reactnet": 0.80, "xnorpp": 0.80}
+# The zoo's clean-accuracy goal on the 10,000 CIFAR-10 test images after its zoo v3 budget (60 more epochs for the
+# first four methods, 30 for the last three): the methods whose papers report 84-87% for ResNet-20 >= 82%, XNOR-Net++
+# >= 78%, and the plain sign methods >= 76%.
+ACCURACY_GOAL: dict[str, float] = {"reactnet": 0.82, "bireal": 0.82, "irnet": 0.82, "xnorpp": 0.78, "bnn": 0.76,
+                                   "xnor": 0.76, "dorefa": 0.76}
 
 
 def _start(init_from: str | None) -> str:
@@ -52,6 +53,10 @@ def recipe_summary(card: dict[str, Any]) -> str:
     else:
         text = f"{epochs} epochs {_start(r.get('init_from'))}"
     text += f", {opt}, {r['schedule']}{' per step' if step1 else ''}"
+    val = card.get("validation")
+    if val:  # held-out selection: how many epochs ran, which one ships
+        text += (f"; {val['epochs_run']} of {epochs} epochs run{' (stopped early)' if val.get('stopped_early') else ''}"
+                 f", epoch {val['best_epoch']} picked on {val['examples']:,} held-out training images")
     if r.get("bn_recalibration_batches"):
         images = "augmented" if r.get("bn_recalibration_augment") else "un-augmented"
         text += f", BN re-estimated on {r['bn_recalibration_batches']} {images} batches"
