@@ -69,8 +69,8 @@ def test_a_killed_queue_resumes_the_training_at_its_next_epoch(tmp_path, data_di
     out = subprocess.run(_queue_cmd(tmp_path, plan), cwd=repo, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert _digest(run / "model.safetensors") == _digest(ref / "model.safetensors")
-    timeless = [{k: v for k, v in json.loads((d / "summary.json").read_text()).items() if k != "train_time_s"}
-                for d in (run, ref)]
+    timeless = [{k: v for k, v in json.loads((d / "summary.json").read_text()).items()
+                 if k not in ("train_time_s", "epoch_seconds")} for d in (run, ref)]
     assert timeless[0] == timeless[1]
     state = QueueState.load(tmp_path / "state.json")
     assert state.done_steps == {"tiny": 2} and "tiny" in state.finished
@@ -194,3 +194,57 @@ def test_a_job_s_outputs_are_committed_together_when_it_ends(tmp_path):
             by_subject[subject].add(line)
     assert by_subject["Queue: cards, step 1 of 2 done"] == {"state.json"}
     assert {"cards/m.json", "BOARD.md"} <= by_subject["Queue: cards, finished"]
+
+
+def test_run_folders_and_store_copies_go_to_the_job_s_resume_point_not_the_branch(tmp_path, monkeypatch):
+    # Checkpoints change every epoch: on the branch they would add megabytes of history an epoch. They go to one
+    # commit on the job's own ref, replaced at each save, and the next runner restores the folder from it.
+    import sqlite3
+
+    import arbibench.queue.runner as runner_module
+    from arbibench.queue import resume_point
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for k, v in {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                 "GIT_COMMITTER_EMAIL": "t@t"}.items():
+        monkeypatch.setenv(k, v)
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "README.md").write_text("x\n")
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    monkeypatch.setattr(runner_module, "POLL_S", 0.05)
+    epochs = ("import json, pathlib, sqlite3, time; run = pathlib.Path('run'); run.mkdir(exist_ok=True)\n"
+              "sqlite3.connect('store.db').execute('CREATE TABLE IF NOT EXISTS t (x)').connection.commit()\n"
+              "for e in range(2):\n"
+              "    (run / 'weights.bin').write_bytes(bytes([e]) * 1000)\n"
+              "    (run / 'state.json').write_text(json.dumps({'epoch': e})); time.sleep(0.5)\n")
+    job = Job.from_dict({"name": "zoo v3: tiny", "steps": [[sys.executable, "-c", epochs]], "watch": "run",
+                         "snapshot": ["store.db", "copy.db"], "commit": []})
+    Runner([job], QueueState(repo / "state.json"), repo, tmp_path / "runner", log=lambda m: None).run()
+
+    ref = resume_point.job_ref("zoo v3: tiny")
+    assert ref == "refs/arbibench/queue/zoo-v3-tiny"
+    branch_files = subprocess.run([*git, "log", "--name-only", "--format="], capture_output=True, text=True).stdout
+    assert not {"run/weights.bin", "run/state.json", "copy.db"} & set(branch_files.split())
+    assert "state.json" in branch_files.split()  # the queue's record is on the branch
+    saved = subprocess.run([*git, "ls-tree", "-r", "--name-only", ref], capture_output=True, text=True).stdout.split()
+    assert set(saved) == {"run/state.json", "run/weights.bin", "copy.db"}
+    assert subprocess.run([*git, "rev-list", "--count", ref], capture_output=True, text=True).stdout.strip() == "1"
+    assert subprocess.run([*git, "status", "--porcelain", "--", "run"], capture_output=True, text=True).stdout == \
+        "?? run/\n"  # nothing staged on the branch's index
+
+    # a fresh work tree (the run folder and the copy gone) gets them back, the state file last
+    for f in ("run/weights.bin", "run/state.json", "copy.db"):
+        (repo / f).unlink()
+    restored = resume_point.restore(repo, ref, "run", ["copy.db"])
+    assert restored[-1] == "run/state.json" and set(restored) == set(saved)
+    assert json.loads((repo / "run" / "state.json").read_text())["epoch"] == 1
+    assert (repo / "run" / "weights.bin").read_bytes() == bytes([1]) * 1000
+    with sqlite3.connect(repo / "copy.db") as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]
+    # a run folder ahead of the resume point is never overwritten by it
+    (repo / "run" / "state.json").write_text(json.dumps({"epoch": 7}))
+    assert resume_point.restore(repo, ref, "run", ["copy.db"]) == []
+    assert resume_point.restore(repo, "refs/arbibench/queue/none", "run", []) == []

@@ -16,14 +16,14 @@ from arbibench.files import atomic_write_json
 
 @dataclass(frozen=True)
 class Job:
-    """One long job: commands run in order; ``watch`` is committed whenever its ``state.json`` changes (an epoch),
-    ``snapshot`` copies a working SQLite store to a tracked path every few minutes, ``commit`` is committed when the
-    job ends."""
+    """One long job: commands run in order; ``watch`` (a run folder) is saved to the job's resume point whenever its
+    ``state.json`` changes (an epoch), ``snapshot`` copies a working SQLite store there every few minutes
+    (:mod:`arbibench.queue.resume_point`), ``commit`` is committed to the branch when the job ends."""
 
     name: str
     steps: tuple[tuple[str, ...], ...]
     watch: str | None = None
-    snapshot: tuple[str, str] | None = None  # (working store, tracked copy)
+    snapshot: tuple[str, str] | None = None  # (working store, its copy in the resume point)
     commit: tuple[str, ...] = ()
     budget_epochs: int | None = None  # for the status projection of training jobs
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arbibench.files import pid_alive
+from arbibench.queue import resume_point
 from arbibench.queue.jobs import Job, QueueState, load_plan
 
 SNAPSHOT_EVERY_S = 600.0
@@ -211,6 +212,10 @@ class Runner:
     def _run_job(self, job: Job) -> None:
         start = self.state.done_steps.get(job.name, 0)
         self.log(f"queue: {job.name} (step {start + 1} of {len(job.steps)})")
+        restored = resume_point.restore(self.repo, resume_point.job_ref(job.name), job.watch,
+                                        [job.snapshot[1]] if job.snapshot else [])
+        if restored:
+            self.log(f"queue: restored {len(restored)} file(s) from {resume_point.job_ref(job.name)}")
         if job.snapshot:
             if restore_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
                 self.log(f"queue: resumed the store from {job.snapshot[1]}")
@@ -235,15 +240,23 @@ class Runner:
         self.log(f"queue: {job.name} finished")
 
     def _progress_paths(self, job: Job) -> list[str]:
-        """The queue's record, the job's run folder and its store snapshot: what resuming needs."""
+        """The queue's record (the run folder and the store snapshot go to the job's resume point, not the branch)."""
+        self._save_resume_point(job, f"Queue: {job.name}, resume point")
         try:
             state = str(self.state.path.resolve().relative_to(self.repo.resolve()))
         except ValueError:  # a state file outside the repository is not committed
             state = None
-        paths = [state] if state else []
-        paths += [job.watch] if job.watch else []
-        paths += [job.snapshot[1]] if job.snapshot else []
-        return paths
+        return [state] if state else []
+
+    def _save_resume_point(self, job: Job, message: str) -> None:
+        """The run folder and the store snapshot as the job's resume point (:mod:`arbibench.queue.resume_point`)."""
+        paths = [p for p in (job.watch, job.snapshot[1] if job.snapshot else None) if p]
+        if not self.commit or not paths or not (self.repo / ".git").exists():
+            return
+        try:
+            resume_point.save(self.repo, resume_point.job_ref(job.name), paths, message)
+        except RuntimeError as e:  # the run goes on; the next save may succeed
+            print(f"queue: saving the resume point failed: {e}", file=sys.stderr)
 
     def _job_paths(self, job: Job) -> list[str]:
         return [*self._progress_paths(job), *job.commit]
@@ -264,13 +277,12 @@ class Runner:
             time.sleep(POLL_S)
             if watch_state is not None and watch_state.exists() and watch_state.stat().st_mtime != seen:
                 seen = watch_state.stat().st_mtime
-                if self.commit:
-                    git_commit([job.watch or ""], epoch_message(job, watch_state), self.repo)
+                self._save_resume_point(job, epoch_message(job, watch_state))
             if job.snapshot and time.time() - last_snapshot > SNAPSHOT_EVERY_S:
                 last_snapshot = time.time()
-                if snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]) and self.commit:
-                    git_commit([job.snapshot[1]], f"Queue: {job.name}, store snapshot", self.repo)
-        if job.snapshot and snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]) and self.commit:
-            git_commit([job.snapshot[1]], f"Queue: {job.name}, store snapshot", self.repo)
+                if snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
+                    self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
+        if job.snapshot and snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
+            self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
         if proc.returncode != 0:
             raise RuntimeError(f"queue job {job.name!r} failed: `{' '.join(step)}` exited with {proc.returncode}")
