@@ -229,19 +229,19 @@ class Runner:
                 self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             self.state.save()
             if self.commit:
-                # The queue's record and the run folders after every step; the job's outputs (cards, checkpoints,
-                # LEADERBOARD.md) only when it ends: a job changes them together (a retrained checkpoint and the
-                # cards measured on it, a card and the board made from it), so the repository never holds one
-                # without the other.
+                # The queue's record after every step (the run folder to the resume point); the job's outputs
+                # (cards, checkpoints, LEADERBOARD.md) only when it ends: a job changes them together (a retrained
+                # checkpoint and the cards measured on it, a card and the board made from it), so the repository
+                # never holds one without the other.
                 last = i + 1 == len(job.steps)
                 done = "finished" if last else f"step {i + 1} of {len(job.steps)} done"
                 paths = self._job_paths(job) if last else self._progress_paths(job)
+                self._save_resume_point(job, f"Queue: {job.name}, resume point after step {i + 1}")
                 git_commit(paths, f"Queue: {job.name}, {done}", self.repo)
         self.log(f"queue: {job.name} finished")
 
     def _progress_paths(self, job: Job) -> list[str]:
         """The queue's record (the run folder and the store snapshot go to the job's resume point, not the branch)."""
-        self._save_resume_point(job, f"Queue: {job.name}, resume point")
         try:
             state = str(self.state.path.resolve().relative_to(self.repo.resolve()))
         except ValueError:  # a state file outside the repository is not committed
