@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -270,6 +271,9 @@ def _epoch(
         # A scheduled surrogate changes every epoch, so its graph is compiled again each epoch; dropping the old
         # graphs first keeps dynamo under its recompile limit, past which it would silently run eager.
         torch._dynamo.reset()
+        # dynamo traces through the lru_cache of the surrogate-spec parser and warns so at every compile; the
+        # parser is a pure function of its string, so the cache only saves time and the warning is noise
+        warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
         run.forward = torch.compile(run.model)
     steps = math.ceil(len(data.y_train) / recipe.batch_size)
     task = progress.add_task(f"epoch {epoch + 1}/{recipe.epochs}", total=steps, info="")
