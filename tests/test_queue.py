@@ -248,3 +248,40 @@ def test_run_folders_and_store_copies_go_to_the_job_s_resume_point_not_the_branc
     (repo / "run" / "state.json").write_text(json.dumps({"epoch": 7}))
     assert resume_point.restore(repo, ref, "run", ["copy.db"]) == []
     assert resume_point.restore(repo, "refs/arbibench/queue/none", "run", []) == []
+
+
+def test_status_names_the_running_job_and_a_training_s_hours_so_far(tmp_path, monkeypatch):
+    # The runner takes jobs in plan order: with a live runner the first unfinished job is the running one, even
+    # before its first step ends; a training reports the hours its run folder records.
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "state.json").write_text(json.dumps({"epoch": 2, "history": [{}, {}, {}], "elapsed_s": 5400.0,
+                                                "recipe": {"epochs": 10}}))
+    plan = _plan(tmp_path, [{"name": "done", "steps": [["true"]]},
+                            {"name": "training", "steps": [["true"]], "watch": "run"},
+                            {"name": "later", "steps": [["true"]], "budget_epochs": 30}])
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"done_steps": {"done": 1}, "finished": {"done": "2026-12-02 12:00 UTC"},
+                                 "elapsed_s": {"done": 36.0}}))
+    runner_dir = tmp_path / "runner"
+    runner_dir.mkdir()
+    args = ["queue", "status", "--plan", str(plan), "--state", str(state), "--run-dir", str(runner_dir)]
+
+    def rows() -> dict[str, list[str]]:
+        out = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+        assert out.exit_code == 0, out.output
+        cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.output.splitlines() if "│" in line]
+        return {c[0]: c[1:] for c in cells if c and c[0]}
+
+    stopped = rows()  # no runner: the training is stopped mid-job, the next job waits
+    assert stopped["training"][0] == "stopped mid-job" and stopped["later"][0] == "waiting"
+    assert stopped["training"][2:4] == ["epoch 3 of 10", "1.50"]
+    (runner_dir / "pid").write_text(f"{os.getpid()}\n")  # a live process stands for the runner
+    live = rows()
+    assert live["done"][0].startswith("finished") and live["training"][0] == "running"
+    assert live["later"][0] == "waiting" and live["later"][2] == "epoch 0 of 30"

@@ -73,8 +73,11 @@ def status(
     pid = running_pid(run_dir)
     table = Table("job", "state", "steps", "progress", "hours so far", "hours left (projected)")
     total_left = 0.0
+    # the runner takes the jobs in plan order, so the first unfinished one is the one it runs
+    current = next((j.name for j in jobs if j.name not in st.finished), None) if pid else None
     for job in jobs:
         progress, left = "", None
+        seconds = st.elapsed_s.get(job.name, 0.0)
         runs = [r for r in (protocol_run_step(s) for s in job.steps) if r is not None and r.models]
         if runs and job.name not in st.finished and job.snapshot:  # a long protocol job: batches from its store
             progress, left = _protocol_progress(runs, job.snapshot)
@@ -83,6 +86,7 @@ def status(
             done = len(run_state.get("history", []))
             budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
             per_epoch = run_state.get("elapsed_s", 0.0) / max(done, 1)
+            seconds = max(seconds, run_state.get("elapsed_s", 0.0))  # a training's step ends only with the run
             progress = f"epoch {done} of {budget}"
             if run_state.get("stopped_early"):
                 progress += " (stopped early)"
@@ -93,13 +97,15 @@ def status(
         finished = job.name in st.finished
         if finished:
             left, label = 0.0, f"finished {st.finished[job.name]}"
-        elif st.done_steps.get(job.name):
-            label = "running" if pid else "stopped mid-job"
+        elif job.name == current:
+            label = "running"
+        elif st.done_steps.get(job.name) or (job.watch and (Path(job.watch) / "state.json").is_file()):
+            label = "stopped mid-job"
         else:
             label = "waiting"
         total_left += left or 0.0
         table.add_row(job.name, label, f"{st.done_steps.get(job.name, 0)}/{len(job.steps)}", progress,
-                      f"{st.elapsed_s.get(job.name, 0.0) / 3600:.2f}", "" if left is None else f"{left:.1f}")
+                      f"{seconds / 3600:.2f}", "" if left is None else f"{left:.1f}")
     console.print(table)
     holders = sorted(p.name for p in (run_dir / "holders").glob("*")) if (run_dir / "holders").is_dir() else []
     console.print(f"runner: {'PID ' + str(pid) if pid else 'not running'}"
