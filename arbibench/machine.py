@@ -7,18 +7,23 @@ import os
 import platform
 
 
-@functools.cache
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else the platform's description: a timing without it is unreadable."""
+def cpuinfo_value(*keys: str) -> str | None:
+    """The value of the first ``/proc/cpuinfo`` line whose key is one of ``keys``; None where there is none."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
                 key, sep, value = line.partition(":")
-                if sep and key.strip() == "model name":
+                if sep and key.strip() in keys:
                     return value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name, else the platform's description: a timing without it is unreadable."""
+    return cpuinfo_value("model name") or platform.processor() or platform.machine()
 
 
 def describe(threads: int) -> str:

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from arbibench.machine import cpuinfo_value
+
 SOURCE = Path(__file__).with_name("kernel.c")
 ABI_VERSION = 4  # kernel.c's ABK_VERSION: a library answering another number is rebuilt
 # -ffp-contract=off: the epilogue's multiply and add must round separately (kernel.c, step 4). No -march=native:
@@ -46,14 +48,9 @@ def cache_dir() -> Path:
 @functools.cache
 def cpu_flags() -> str:
     """This CPU's feature flags (x86 ``flags``, ARM ``Features``), else the platform's processor description."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, sep, value = line.partition(":")
-                if sep and key.strip() in ("flags", "Features"):
-                    return " ".join(sorted(value.split()))
-    except OSError:
-        pass
+    flags = cpuinfo_value("flags", "Features")
+    if flags is not None:
+        return " ".join(sorted(flags.split()))
     return f"{platform.processor()} {platform.platform()}"
 
 
