@@ -249,6 +249,21 @@ def test_run_folders_and_store_copies_go_to_the_job_s_resume_point_not_the_branc
     assert resume_point.restore(repo, ref, "run", ["copy.db"]) == []
     assert resume_point.restore(repo, "refs/arbibench/queue/none", "run", []) == []
 
+    # replaced resume points leave the disk once they are over an hour old; the current one stays
+    old = subprocess.run([*git, "hash-object", "--stdin"], input=bytes([0]) * 1000, capture_output=True).stdout
+    old = old.decode().strip()
+    assert subprocess.run([*git, "cat-file", "-e", old]).returncode == 0  # epoch 0's weights, replaced
+    resume_point.prune_replaced(repo)
+    assert subprocess.run([*git, "cat-file", "-e", old]).returncode == 0  # too recent to drop
+    two_hours_ago = time.time() - 7200
+    for f in (repo / ".git" / "objects").rglob("*"):
+        if f.is_file():
+            os.utime(f, (two_hours_ago, two_hours_ago))
+    resume_point.prune_replaced(repo)
+    assert subprocess.run([*git, "cat-file", "-e", old], capture_output=True).returncode != 0
+    assert set(subprocess.run([*git, "ls-tree", "-r", "--name-only", ref], capture_output=True,
+                              text=True).stdout.split()) == set(saved)
+
 
 def test_status_names_the_running_job_and_a_training_s_hours_so_far(tmp_path, monkeypatch):
     # The runner takes jobs in plan order: with a live runner the first unfinished job is the running one, even

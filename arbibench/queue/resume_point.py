@@ -51,6 +51,12 @@ def save(repo: Path, ref: str, paths: list[str], message: str) -> bool:
     return True
 
 
+def prune_replaced(repo: Path) -> None:
+    """Drop the objects of replaced resume points from this repository's disk (unreachable for over an hour, so an
+    object another git process is writing right now is never touched); git itself would keep them two weeks."""
+    subprocess.run(["git", "prune", "--expire=1.hour.ago"], cwd=repo, capture_output=True)
+
+
 def exists(repo: Path, ref: str) -> bool:
     return subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=repo, capture_output=True).returncode == 0
 

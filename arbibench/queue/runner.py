@@ -22,6 +22,7 @@ from arbibench.queue import resume_point
 from arbibench.queue.jobs import Job, QueueState, load_plan
 
 SNAPSHOT_EVERY_S = 600.0
+PRUNE_EVERY_S = 3600.0  # replaced resume points (about 4 MB an epoch) leave the disk this often
 POLL_S = 5.0
 
 
@@ -175,6 +176,7 @@ class Runner:
                  commit: bool = True, log: Callable[[str], object] = print, plan: Path | None = None) -> None:
         self.jobs, self.state, self.repo, self.run_dir, self.plan = jobs, state, repo, run_dir, plan
         self.threads, self.commit, self.log = threads, commit, log
+        self._last_prune = 0.0
 
     def run(self, *, only: str | None = None, max_jobs: int | None = None) -> int:
         """Run every unfinished job (or only the one named); returns the number of jobs finished now."""
@@ -257,6 +259,9 @@ class Runner:
             resume_point.save(self.repo, resume_point.job_ref(job.name), paths, message)
         except RuntimeError as e:  # the run goes on; the next save may succeed
             print(f"queue: saving the resume point failed: {e}", file=sys.stderr)
+        if time.time() - self._last_prune > PRUNE_EVERY_S:
+            self._last_prune = time.time()
+            resume_point.prune_replaced(self.repo)
 
     def _job_paths(self, job: Job) -> list[str]:
         return [*self._progress_paths(job), *job.commit]
