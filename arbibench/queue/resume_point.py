@@ -29,8 +29,8 @@ def job_ref(job_name: str) -> str:
     return REF_PREFIX + slug
 
 
-def _git(repo: Path, *args: str, env: dict[str, str] | None = None, data: bytes | None = None) -> bytes:
-    out = subprocess.run(["git", *args], cwd=repo, env=env, input=data, capture_output=True)
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> bytes:
+    out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True)
     if out.returncode != 0:
         raise RuntimeError(f"git {' '.join(args[:2])} failed: {out.stderr.decode(errors='replace').strip()}")
     return out.stdout
