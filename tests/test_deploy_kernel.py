@@ -196,3 +196,40 @@ def test_kernel_refuses_a_missing_instruction_set_or_bad_input() -> None:
         kernel_conv(d.double(), spec)
     with pytest.raises(ValueError, match="channels"):
         kernel_conv(d[:, :3], spec)
+
+
+def _large_case(n: int, seed: int = 11) -> tuple[torch.Tensor, BinaryConvSpec]:
+    """A convolution with work enough for several threads (kernel.c gives a thread 2^19 word operations at least);
+    the random cases above are too small to start a second one."""
+    g = torch.Generator().manual_seed(seed)
+    signs = torch.randint(0, 2, (64, 64, 3, 3), generator=g).float().mul_(2).sub_(1)
+    spec = BinaryConvSpec(signs, torch.randn(64, generator=g), torch.randn(64, generator=g), (1, 1), (1, 1), PM1)
+    return torch.randn(n, 64, 32, 32, generator=g), spec
+
+
+@pytest.fixture(params=["openmp", "pthreads"])
+def threading(request: pytest.FixtureRequest) -> object:
+    """The kernel's threads from torch's OpenMP runtime, or its own (where no runtime is found)."""
+    from arbibench.deploy.threads import share_openmp
+
+    lib = build.load_library()
+    if request.param == "pthreads":
+        lib.abk_use_openmp(None, None, None)
+    elif not share_openmp(lib).startswith("openmp"):
+        pytest.skip("no OpenMP runtime loaded in this process")
+    yield request.param
+    lib.threading = share_openmp(lib)
+
+
+@needs_kernel
+@pytest.mark.parametrize(("n", "threads"), [(1, 2), (2, 2), (3, 2), (2, 3), (5, 4)])
+def test_threads_change_nothing(threading: str, n: int, threads: int) -> None:
+    """Whole images per thread (n >= threads) and shared rows (n < threads), on either kind of thread: the same
+    floats as one thread and as the emulator."""
+    x, spec = _large_case(n)
+    want = emulate_conv(x, spec)
+    one = kernel_conv(x, spec, threads=1)
+    assert torch.equal(one, want)
+    for _ in range(3):  # OpenMP's workers reused across calls
+        assert torch.equal(kernel_conv(x, spec, threads=threads), want)
+

@@ -25,10 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from arbibench.deploy.threads import share_openmp
 from arbibench.machine import cpuinfo_value
 
 SOURCE = Path(__file__).with_name("kernel.c")
-ABI_VERSION = 4  # kernel.c's ABK_VERSION: a library answering another number is rebuilt
+ABI_VERSION = 5  # kernel.c's ABK_VERSION: a library answering another number is rebuilt
 # -ffp-contract=off: the epilogue's multiply and add must round separately (kernel.c, step 4). No -march=native:
 # the AVX2 code is chosen at run time, so the same library serves CPUs with and without it.
 FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math", "-pthread")
@@ -137,4 +138,5 @@ def _load(path: Path) -> ctypes.CDLL:
     ]
     lib.abk_resolve_isa.restype = i32
     lib.abk_resolve_isa.argtypes = [i32]
+    lib.threading = share_openmp(lib)  # torch's OpenMP workers run its threads where there are some
     return lib

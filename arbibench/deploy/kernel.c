@@ -26,7 +26,10 @@
  *              a centred sample's mean) is compared directly: x >= t is the same test as x - t >= 0, and x != t as
  *              x - t != 0, in IEEE arithmetic with subnormals (no flush-to-zero), for finite x and t.
  *
- * Threads: pthreads over (image, output row) pairs, as many as the work pays for (ABK_WORK_PER_THREAD).
+ * Threads: as many as the work pays for (ABK_WORK_PER_THREAD), the host's OpenMP workers (torch's, given by
+ * abk_use_openmp), else pthreads started per call. With at least as many images as threads, each thread
+ * takes whole images (pack, segments, every row) in a one-image scratch; with fewer, all images are packed first
+ * and the (image, output row) pairs are shared out.
  * Popcount, chosen at run time: AVX-512 (VPOPCNTQ, 8 output pixels per vector), AVX2 (nibble lookup, 4 per
  * vector), or scalar (the popcnt instruction where the CPU has it).
  */
@@ -42,7 +45,7 @@
 #define ABK_X86 0
 #endif
 
-#define ABK_VERSION 4
+#define ABK_VERSION 5
 #define ABK_MAX_THREADS 256
 #define ABK_MAX_WORDS 256 /* KH * SW: words of one patch */
 #define ABK_WORK_PER_THREAD (1 << 19)
@@ -61,6 +64,7 @@ typedef struct {
     const uint64_t *wval, *wmask; /* packed weights, [O][KH * SW]; wmask NULL when dense */
     int64_t O, KH, KW, sh, sw, ph, pw, OH, OW, OWp, SW;
     int pad_value, masked, isa;
+    int per_image;          /* 1: val, mask, seg and segm hold one image (the calling thread's), 0: all N */
     const float *mul, *add;
     const float *thresh;    /* [N][C] or NULL: the sign's threshold (RSign's t_c, a sample's mean), else 0 */
     const float *residual;  /* [N][O][OH][OW] or NULL: added after the epilogue */
@@ -90,6 +94,9 @@ int abk_resolve_isa(int request) {
     if (cpu_has(ISA_AVX512)) return ISA_AVX512;
     return cpu_has(ISA_AVX2) ? ISA_AVX2 : ISA_SCALAR;
 }
+
+/* Where image n's packed pixels and segments sit in the scratch: its own place, or the thread's one image. */
+static inline int64_t slot(const job_t *j, int64_t n) { return j->per_image ? 0 : n; }
 
 /* ---- 1. packing ------------------------------------------------------------------------------------------- */
 
@@ -159,8 +166,8 @@ __attribute__((target("avx512f"))) static int64_t pack_avx512(const job_t *j, co
 
 static void pack_image(const job_t *j, int64_t n) {
     const int64_t hw = j->H * j->W, nw = j->nw;
-    uint64_t *v = j->val + n * hw * nw;
-    uint64_t *m = j->mask ? j->mask + n * hw * nw : NULL;
+    uint64_t *v = j->val + slot(j, n) * hw * nw;
+    uint64_t *m = j->mask ? j->mask + slot(j, n) * hw * nw : NULL;
     const float *xn = j->x + n * j->C * hw;
     const float *tn = j->thresh ? j->thresh + n * j->C : NULL;
     int64_t done = 0;
@@ -187,7 +194,7 @@ static inline void put_bits(uint64_t *dst, int64_t off, const uint64_t *src, int
 
 /* seg[n][iy][w][ox] (iy = H: the row of pad values above and below the image, for pad_value +1 / -1). */
 static inline int64_t seg_at(const job_t *j, int64_t n, int64_t iy, int64_t w) {
-    return ((n * (j->H + 1) + iy) * j->SW + w) * j->OWp;
+    return ((slot(j, n) * (j->H + 1) + iy) * j->SW + w) * j->OWp;
 }
 
 /* One word per pixel (C <= 64) and a segment of at most 8 words: shifts in registers, no calls. */
@@ -196,8 +203,8 @@ static void build_segments_narrow(const job_t *j, int64_t n) {
     const uint64_t ones = j->ones[0], padv = j->pad_value > 0 ? ones : 0;
     for (int64_t iy = 0; iy <= j->H; iy++) {
         if (iy == j->H && j->pad_value == 0) break; /* the pad row is read only for +-1 padding */
-        const uint64_t *vrow = j->val + (n * j->H + (iy < j->H ? iy : 0)) * j->W;
-        const uint64_t *mrow = j->masked ? j->mask + (n * j->H + (iy < j->H ? iy : 0)) * j->W : NULL;
+        const uint64_t *vrow = j->val + (slot(j, n) * j->H + (iy < j->H ? iy : 0)) * j->W;
+        const uint64_t *mrow = j->masked ? j->mask + (slot(j, n) * j->H + (iy < j->H ? iy : 0)) * j->W : NULL;
         uint64_t *dst = j->seg + seg_at(j, n, iy, 0), *dstm = j->masked ? j->segm + seg_at(j, n, iy, 0) : NULL;
         for (int64_t ox = 0; ox < j->OW; ox++) {
             uint64_t t[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, tm[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -233,7 +240,7 @@ static void build_segments_narrow(const job_t *j, int64_t n) {
 static void build_segments_word(const job_t *j, int64_t n) {
     const int64_t C = j->C, KW = j->KW, W = j->W, sw = j->sw, pw = j->pw;
     for (int64_t iy = 0; iy < j->H; iy++) {
-        const uint64_t *vrow = j->val + (n * j->H + iy) * W;
+        const uint64_t *vrow = j->val + (slot(j, n) * j->H + iy) * W;
         uint64_t *dst = j->seg + seg_at(j, n, iy, 0);
         for (int64_t ox = 0; ox < j->OW; ox++) {
             const int64_t ix0 = ox * sw - pw;
@@ -279,7 +286,7 @@ static void build_segments(const job_t *j, int64_t n, uint64_t *tmp, uint64_t *t
             for (int64_t kx = 0; kx < j->KW; kx++) {
                 const int64_t ix = ox * j->sw - j->pw + kx;
                 if (iy < j->H && ix >= 0 && ix < j->W) {
-                    const int64_t at = ((n * j->H + iy) * j->W + ix) * nw;
+                    const int64_t at = ((slot(j, n) * j->H + iy) * j->W + ix) * nw;
                     put_bits(tmp, kx * C, j->val + at, C);
                     if (j->masked) put_bits(tmpm, kx * C, j->mask + at, C);
                 } else if (j->pad_value != 0) {
@@ -594,14 +601,54 @@ static void conv_row(const job_t *j, int64_t n, int64_t oy, block_fn block) {
 typedef struct {
     const job_t *job;
     int64_t begin, end;
-    int phase; /* 0: pack and segment images [begin, end); 1: convolve (image, row) units [begin, end) */
+    int phase; /* 0: pack and segment images [begin, end); 1: convolve (image, row) units [begin, end);
+                  2: images [begin, end) whole (pack, segment, convolve) in the thread's own one-image scratch */
     int rc;
 } slice_t;
+
+static block_fn pick_block(const job_t *j) {
+#if ABK_X86
+    if (j->isa == ISA_AVX512) return block_avx512;
+    if (j->isa == ISA_AVX2) return block_avx2;
+    if (cpu_has(ISA_SCALAR)) return block_popcnt;
+#endif
+    (void)j;
+    return block_generic;
+}
+
+/* Phase 2: each image packed, segmented and convolved by one thread while its bits are still in cache; the scratch
+ * holds one image, so a batch costs no more memory than a single image per thread. */
+static int run_images(const job_t *shared, int64_t begin, int64_t end) {
+    job_t j = *shared;
+    const size_t pix = (size_t)(j.H * j.W * j.nw), segs = (size_t)((j.H + 1) * j.SW * j.OWp);
+    j.per_image = 1;
+    j.val = malloc(pix * sizeof(uint64_t));
+    j.mask = j.masked ? malloc(pix * sizeof(uint64_t)) : NULL;
+    j.seg = malloc(segs * sizeof(uint64_t));
+    j.segm = j.masked ? malloc(segs * sizeof(uint64_t)) : NULL;
+    uint64_t *tmp = calloc((size_t)(j.SW + 1), sizeof(uint64_t)), *tmpm = calloc((size_t)(j.SW + 1), sizeof(uint64_t));
+    int rc = -2;
+    if (j.val && j.seg && tmp && tmpm && (!j.masked || (j.mask && j.segm))) {
+        const block_fn block = pick_block(&j);
+        for (int64_t n = begin; n < end; n++) {
+            pack_image(&j, n);
+            build_segments(&j, n, tmp, tmpm);
+            for (int64_t oy = 0; oy < j.OH; oy++) conv_row(&j, n, oy, block);
+        }
+        rc = 0;
+    }
+    free(j.val); free(j.mask); free(j.seg); free(j.segm); free(tmp); free(tmpm);
+    return rc;
+}
 
 static void *run_slice(void *arg) {
     slice_t *sl = (slice_t *)arg;
     const job_t *j = sl->job;
     sl->rc = 0;
+    if (sl->phase == 2) {
+        sl->rc = run_images(j, sl->begin, sl->end);
+        return NULL;
+    }
     if (sl->phase == 0) {
         uint64_t *tmp = calloc((size_t)(j->SW + 1), sizeof(uint64_t));
         uint64_t *tmpm = calloc((size_t)(j->SW + 1), sizeof(uint64_t));
@@ -614,14 +661,41 @@ static void *run_slice(void *arg) {
         free(tmp); free(tmpm);
         return NULL;
     }
-    block_fn block = block_generic;
-#if ABK_X86
-    if (j->isa == ISA_AVX512) block = block_avx512;
-    else if (j->isa == ISA_AVX2) block = block_avx2;
-    else if (cpu_has(ISA_SCALAR)) block = block_popcnt;
-#endif
+    const block_fn block = pick_block(j);
     for (int64_t u = sl->begin; u < sl->end; u++) conv_row(j, u / j->OH, u % j->OH, block);
     return NULL;
+}
+
+/* The host's OpenMP runtime, where Python found one (arbibench/deploy/threads.py passes torch's libgomp): its
+ * GOMP_parallel and thread-number functions, the stable libgomp ABI that Intel's and LLVM's runtimes also export.
+ * Torch's own OpenMP workers then run the slices. They spin for milliseconds after every torch operation, so on a
+ * machine with as many cores as threads, threads of our own would share the cores with them; these workers are
+ * already awake. NULL: threads started for the call (pthreads). */
+typedef void (*omp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+typedef int (*omp_int_fn)(void);
+static omp_parallel_fn omp_parallel;
+static omp_int_fn omp_thread_num, omp_num_threads;
+
+int abk_use_openmp(void *parallel, void *thread_num, void *num_threads) {
+    if (!parallel || !thread_num || !num_threads) {
+        omp_parallel = NULL;
+        return 0;
+    }
+    memcpy(&omp_thread_num, &thread_num, sizeof thread_num); /* POSIX: a dlsym address is a function pointer */
+    memcpy(&omp_num_threads, &num_threads, sizeof num_threads);
+    memcpy(&omp_parallel, &parallel, sizeof parallel);
+    return 1;
+}
+
+typedef struct {
+    slice_t *sl;
+    int n;
+} omp_run_t;
+
+static void omp_body(void *arg) {
+    const omp_run_t *r = (const omp_run_t *)arg;
+    const int team = omp_num_threads(), me = omp_thread_num();
+    for (int t = me; t < r->n; t += team) run_slice(&r->sl[t]); /* a smaller team than asked still covers all */
 }
 
 static int run_phase(const job_t *j, int phase, int64_t units, int threads) {
@@ -639,11 +713,18 @@ static int run_phase(const job_t *j, int phase, int64_t units, int threads) {
         sl[t].rc = 0;
         started[t] = 0;
     }
-    for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, run_slice, &sl[t]) == 0;
-    run_slice(&sl[0]);
-    for (int t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else run_slice(&sl[t]); /* no thread to spare: this one does the slice */
+    if (threads == 1) {
+        run_slice(&sl[0]);
+    } else if (omp_parallel) {
+        omp_run_t r = {sl, threads};
+        omp_parallel(omp_body, &r, (unsigned)threads, 0);
+    } else {
+        for (int t = 1; t < threads; t++) started[t] = pthread_create(&tid[t], NULL, run_slice, &sl[t]) == 0;
+        run_slice(&sl[0]);
+        for (int t = 1; t < threads; t++) {
+            if (started[t]) pthread_join(tid[t], NULL);
+            else run_slice(&sl[t]); /* no thread to spare: this one does the slice */
+        }
     }
     for (int t = 0; t < threads; t++)
         if (sl[t].rc) return sl[t].rc;
@@ -681,16 +762,27 @@ int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W
     j.thresh = thresh; j.residual = residual; j.act = act; j.act_params = act_params;
     if (alphabet != 0 && !j.masked) return -3; /* a mask on the input needs the masked kernel (and a weight mask) */
     if (KH * j.SW > ABK_MAX_WORDS) return -3;
-    const size_t segs = (size_t)(N * (H + 1) * j.SW * j.OWp);
-    j.val = malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t));
-    j.mask = j.masked ? malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t)) : NULL;
-    j.seg = malloc(segs * sizeof(uint64_t)); /* every word read is written first (build_segments, tail lanes) */
-    j.segm = j.masked ? malloc(segs * sizeof(uint64_t)) : NULL;
+    /* a thread costs tens of microseconds to start: each one gets at least ABK_WORK_PER_THREAD word operations */
+    const int64_t work = N * OH * j.OWp * O * KH * j.SW;
+    const int64_t useful = work / ABK_WORK_PER_THREAD > 1 ? work / ABK_WORK_PER_THREAD : 1;
+    if (threads > useful) threads = (int)useful;
+    if (threads < 1) threads = 1;
+    /* As many images as threads (the usual batch): whole images per thread, one-image scratch each. Fewer (a single
+     * image on several threads): every image packed and segmented first, then its rows shared out. */
+    const int whole_images = N >= threads;
+    if (!whole_images) {
+        const size_t segs = (size_t)(N * (H + 1) * j.SW * j.OWp);
+        j.val = malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t));
+        j.mask = j.masked ? malloc((size_t)(N * H * W * j.nw) * sizeof(uint64_t)) : NULL;
+        j.seg = malloc(segs * sizeof(uint64_t)); /* every word read is written first (build_segments, tail lanes) */
+        j.segm = j.masked ? malloc(segs * sizeof(uint64_t)) : NULL;
+    }
     j.valid = calloc((size_t)(j.SW * j.OWp), sizeof(uint64_t));
     j.kcol = calloc((size_t)j.OWp, sizeof(int32_t));
     j.ones = calloc((size_t)(j.nw + 1), sizeof(uint64_t));
     int rc = -2;
-    if (j.val && j.seg && j.valid && j.kcol && j.ones && (!j.masked || (j.mask && j.segm))) {
+    const int scratch = whole_images || (j.val && j.seg && (!j.masked || (j.mask && j.segm)));
+    if (scratch && j.valid && j.kcol && j.ones) {
         for (int64_t c = 0; c < C; c++) j.ones[c >> 6] |= (uint64_t)1 << (c & 63);
         for (int64_t ox = 0; ox < OW; ox++) {
             int64_t inside = 0;
@@ -706,12 +798,12 @@ int abk_binary_conv2d(const float *x, int64_t N, int64_t C, int64_t H, int64_t W
             }
             j.kcol[ox] = (int32_t)(C * inside);
         }
-        /* a thread costs tens of microseconds to start: each one gets at least ABK_WORK_PER_THREAD word operations */
-        const int64_t work = N * OH * j.OWp * O * KH * j.SW;
-        const int64_t useful = work / ABK_WORK_PER_THREAD > 1 ? work / ABK_WORK_PER_THREAD : 1;
-        if (threads > useful) threads = (int)useful;
-        rc = run_phase(&j, 0, N, threads);
-        if (rc == 0) rc = run_phase(&j, 1, N * OH, threads);
+        if (whole_images) {
+            rc = run_phase(&j, 2, N, threads);
+        } else {
+            rc = run_phase(&j, 0, N, threads);
+            if (rc == 0) rc = run_phase(&j, 1, N * OH, threads);
+        }
     }
     free(j.val); free(j.mask); free(j.seg); free(j.segm); free(j.valid); free(j.kcol); free(j.ones);
     return rc ? rc : isa;
