@@ -29,7 +29,7 @@ from fused_forward import default_data_dir
 
 from arbibench.data import load_cifar10
 from arbibench.deploy import deploy
-from arbibench.deploy.build import KernelUnavailableError
+from arbibench.deploy.build import KernelUnavailableError, load_library
 from arbibench.deploy.kernel import kernel_conv, resolve_isa
 from arbibench.deploy.semantics import BinaryConvSpec
 from arbibench.machine import cpu_model
@@ -140,7 +140,8 @@ def main() -> None:
     p.add_argument("--data-dir", type=Path, default=default_data_dir())
     args = p.parse_args()
     started = datetime.now(timezone.utc)
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}; kernel ISAs: {', '.join(isas())}")
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}; kernel ISAs: {', '.join(isas())}; "
+          f"kernel threads: {load_library().threading}")
     print("\n| binary conv | batch | torch float32 ms | " + " | ".join(f"{i} ms" for i in isas())
           + " | auto, 2 threads ms | speedup over torch |")
     print("| --- | ---: | ---: | " + " | ".join("---:" for _ in isas()) + " | ---: | --- |")
@@ -150,7 +151,8 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     models = bench_models(args.models.split(","), args.rounds, args.data_dir)
     result = {"cpu": cpu_model(), "cores": os.cpu_count(), "torch": torch.__version__, "isas": isas(),
-              "started": started.isoformat(timespec="seconds"), "rounds": args.rounds, "convs": convs,
+              "kernel_threads": load_library().threading, "started": started.isoformat(timespec="seconds"),
+              "rounds": args.rounds, "convs": convs,
               "models": models}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(args.out.suffix + ".tmp")
