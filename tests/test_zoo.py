@@ -13,7 +13,7 @@ from arbibench.cli import app
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.inputs import clean_accuracy
 from arbibench.models.architectures import build_model
-from arbibench.models.markdown import _goal, recipe_summary
+from arbibench.models.markdown import goal_status, recipe_summary
 from arbibench.models.methods import METHODS
 from arbibench.models.zoo import (
     CHECKPOINT_DIR,
@@ -187,15 +187,20 @@ def test_zoo_rows_filter_and_flags(tmp_path):
 
 @pytest.fixture
 def wide(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")  # no truncated cells
+    monkeypatch.setenv("COLUMNS", "300")  # no truncated or wrapped cells
 
 
 def test_zoo_list_cli_shows_every_column_and_entry(wide):
     result = runner.invoke(app, ["zoo", "list"])
     assert result.exit_code == 0, result.output
     header = next(line for line in result.output.splitlines() if "name" in line and "dataset" in line)
-    for column in ("name", "dataset", "method", "backbone", "params", "clean accuracy", "checkpoint present"):
+    for column in ("name", "dataset", "method", "backbone", "params", "clean accuracy", "goal", "checkpoint present"):
         assert column in header
+    lines = {line.split()[1]: line for line in result.output.splitlines() if line.startswith("│")}
+    for name in ("resnet20_bnn", "resnet20_reactnet", "resnet20_xnorpp"):  # the goal and how far each is from it
+        card = load_card(name)
+        assert goal_status(card) in lines[name] and goal_status(card) != "-"
+    assert "points short" not in lines["resnet20_fp"] and ">=" not in lines["resnet20_bireal_at"]
     for name in ZOO:
         assert name in result.output
     assert "269,722" in result.output  # params of ResNet-20
@@ -270,10 +275,10 @@ def test_zoo_table_goal_and_recalibration_wording():
                        "bn_recalibration_augment": True}}
     assert recipe_summary(card) == ("kd: 12 epochs (3 + 9) from `resnet20_fp`, distilled from `resnet20_fp`, adam lr "
                                     "0.001, cosine per step, BN re-estimated on 100 augmented batches (70.77% before)")
-    assert _goal(card) == ">= 82%: 6.49 points short"
-    assert _goal({**card, "clean_acc": 0.82}) == ">= 82%: met"
-    assert _goal({**card, "method": "bnn"}) == ">= 76%: 0.49 points short"
-    assert _goal({**card, "method": "fp"}) == "-"
+    assert goal_status(card) == ">= 82%: 6.49 points short"
+    assert goal_status({**card, "clean_acc": 0.82}) == ">= 82%: met"
+    assert goal_status({**card, "method": "bnn"}) == ">= 76%: 0.49 points short"
+    assert goal_status({**card, "method": "fp"}) == "-"
     # a long run: how many of its epochs ran and which one the held-out images picked
     long_run = {**card, "recipe": {**card["recipe"], "epochs": 60, "step1_epochs": 0, "lr": 5e-4,
                                    "init_from": "resnet20_bireal", "bn_recalibration_batches": 0},

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from arbibench.files import atomic_write_text
-from arbibench.models.markdown import zoo_markdown
+from arbibench.models.markdown import goal_status, zoo_markdown
 from arbibench.terminal import USER_ERRORS, console, fail
 
 zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
@@ -39,8 +39,8 @@ def zoo_list(
     except USER_ERRORS as e:
         fail(e)
     table = Table(title="arbibench model zoo")
-    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "checkpoint present",
-                "result cards"):
+    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "goal",
+                "checkpoint present", "result cards"):
         table.add_column(col, no_wrap=col == "name")
     for row in rows:
         acc = "-" if row["clean_acc"] is None else f"{100 * row['clean_acc']:.2f}%"
@@ -50,14 +50,16 @@ def zoo_list(
             present = "yes (user file)" if row["present"] else "not shipped"
         if row["source"] != "arbibench":
             present = "yes (imported)" if row["present"] else "[red]missing[/]"
+        goal = goal_status(row) if row["source"] == "arbibench" and row["dataset"] == "cifar10" else "-"
         table.add_row(
-            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, present,
-            cards.get(row["name"], "-"),
+            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, goal,
+            present, cards.get(row["name"], "-"),
         )
     console.print(table)
     console.print(
         "clean accuracy: on the 10,000 test images, from each model card (imported models: on the first test "
-        "images of the import check). source: arbibench's zoo, or the paper whose checkpoint was imported."
+        "images of the import check). goal: the zoo v3 clean-accuracy goal of a standard-trained CIFAR-10 BNN. "
+        "source: arbibench's zoo, or the paper whose checkpoint was imported."
     )
 
 

@@ -66,7 +66,8 @@ def recipe_summary(card: dict[str, Any]) -> str:
     return text
 
 
-def _goal(card: dict[str, Any]) -> str:
+def goal_status(card: dict[str, Any]) -> str:
+    """">= 82%: met" or ">= 82%: 1.38 points short" for a standard-trained CIFAR-10 zoo card; "-" where no goal."""
     goal = ACCURACY_GOAL.get(card.get("method", ""))
     if goal is None or card.get("training") == "adversarial" or card.get("clean_acc") is None:
         return "-"
@@ -109,7 +110,7 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
             "-" if first500 is None else f"{100 * first500:.1f}%",
             "-" if "train_time_s" not in card else f"{card['train_time_s'] / 60:.1f} min",
             recipe_summary(card),
-            _goal(card),
+            goal_status(card),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

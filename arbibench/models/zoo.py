@@ -295,6 +295,7 @@ def zoo_rows(model_dir: str | os.PathLike[str] | None = None, dataset: str | Non
                 "arch": entry.arch,
                 "params": parameter_count(entry.arch, entry.method),
                 "clean_acc": card.get("clean_acc"),
+                "training": card.get("training"),
                 "shipped": entry.shipped,
                 "present": (folder / entry.filename).is_file(),
                 "source": entry.source or "arbibench",
