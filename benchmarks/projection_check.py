@@ -11,11 +11,19 @@ its finished batches only (and says so).
 
 The measured seconds are the queue's: 2 threads, whatever else the machine did then (the queue runs alone; a paused
 queue's wall time is excluded from nothing, so a batch that spanned a pause reads long).
+
+Before a model's full run, ``--quick-cards model_info`` projects it from its quick card instead (each attack's
+measured seconds there): white-box attacks scale with the images (500 -> 10,000); black-box attacks with the images
+(100 -> 500) and, at most, with the query budget (1000 -> 5000: only images still unbroken at 1000 queries cost
+more), so they get a range. The eps sweep and eps* are not in the cards' attack times and not projected.
+
+    .venv/bin/python benchmarks/projection_check.py --models resnet20_fp,resnet20_fp_at --quick-cards model_info
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -37,14 +45,55 @@ PROJECTED_S_PER_BATCH = {
 }
 
 
+def project_from_quick_cards(models: list[str], folder: Path) -> list[dict[str, object]]:
+    """Full-protocol hours of each model from its quick card's per-attack seconds (see the module docstring)."""
+    full, quick = get_protocol("cifar10"), get_protocol("cifar10", quick=True)
+    n_white = full.n_white_box or 10_000  # None: the whole test set
+    budgets = {a.name: dict(a.params).get("max_queries") for a in full.attacks}
+    quick_budgets = {a.name: dict(a.params).get("max_queries") for a in quick.attacks}
+    rows: list[dict[str, object]] = []
+    print(f"{'model':<22} {'quick s':>8} {'white-box h':>12} {'black-box h':>14} {'total h':>14}")
+    for name in models:
+        path = folder / "cifar10" / "Linf" / f"{name}.json"
+        if not path.is_file():
+            raise SystemExit(f"no quick card of {name} at {path}")
+        card = json.loads(path.read_text())
+        if not card.get("quick"):
+            raise SystemExit(f"{path} is not a quick card; compare a full run with --store instead")
+        n = card["n_examples"]
+        white = black_low = black_high = 0.0
+        for attack, a in card["attacks"].items():
+            if a["family"] == "white-box":
+                white += a["seconds"] * n_white / n["white-box"]
+            else:
+                images = a["seconds"] * full.n_black_box / n["black-box"]
+                black_low += images
+                full_q, quick_q = budgets.get(attack), quick_budgets.get(attack)
+                black_high += images * (full_q / quick_q if full_q and quick_q else 1.0)
+        h = 3600.0
+        print(f"{name:<22} {card['seconds']:>8.0f} {white / h:>12.2f} {black_low / h:>6.2f}-{black_high / h:<7.2f} "
+              f"{(white + black_low) / h:>6.2f}-{(white + black_high) / h:<7.2f}")
+        rows.append({"model": name, "quick_seconds": card["seconds"], "white_box_h": round(white / h, 3),
+                     "black_box_h": [round(black_low / h, 3), round(black_high / h, 3)],
+                     "total_h": [round((white + black_low) / h, 3), round((white + black_high) / h, 3)]})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", required=True, help="comma-separated zoo names of the full-protocol run")
-    parser.add_argument("--store", type=Path, required=True, help="the run's SQLite store")
+    parser.add_argument("--store", type=Path, help="the run's SQLite store")
+    parser.add_argument("--quick-cards", type=Path, help="project from the quick cards in this model_info folder")
     parser.add_argument("--out", type=Path, help="also write the comparison as JSON here")
     args = parser.parse_args()
-    if not args.store.is_file():
-        parser.error(f"no store at {args.store}")
+    if args.quick_cards is not None:
+        rows = project_from_quick_cards(args.models.split(","), args.quick_cards)
+        if args.out is not None:
+            atomic_write_json({"cpu": cpu_model(), "quick_cards": str(args.quick_cards), "models": rows}, args.out)
+            print(f"wrote {args.out}")
+        return
+    if args.store is None or not args.store.is_file():
+        parser.error(f"no store at {args.store}; pass --store (a full run's store) or --quick-cards")
     protocol = get_protocol("cifar10")
     rows = []
     with ResultStore(args.store) as db:
