@@ -233,3 +233,22 @@ def test_threads_change_nothing(threading: str, n: int, threads: int) -> None:
     for _ in range(3):  # OpenMP's workers reused across calls
         assert torch.equal(kernel_conv(x, spec, threads=threads), want)
 
+
+
+@needs_kernel
+def test_kernel_threads_come_from_torchs_openmp_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Torch's own OpenMP runtime runs the kernel's threads where the process has one; the variable opts out."""
+    from arbibench.deploy.threads import loaded_openmp_runtime, share_openmp
+
+    lib = build.load_library()
+    try:
+        monkeypatch.setenv("ARBIBENCH_KERNEL_OPENMP", "0")
+        assert share_openmp(lib) == "pthreads"
+        monkeypatch.delenv("ARBIBENCH_KERNEL_OPENMP")
+        runtime = loaded_openmp_runtime()
+        assert share_openmp(lib) == ("pthreads" if runtime is None else f"openmp {runtime}")
+        bundled = sorted((Path(torch.__file__).parent / "lib").glob("libgomp*"))
+        if sys.platform == "linux" and bundled:  # the wheel's own runtime, not another library's
+            assert runtime is not None and runtime.resolve().parent == bundled[0].resolve().parent
+    finally:
+        lib.threading = share_openmp(lib)

@@ -19,18 +19,21 @@ RUNTIMES = ("libgomp", "libiomp5", "libomp")
 
 
 def loaded_openmp_runtime() -> Path | None:
-    """The OpenMP runtime already loaded in this process (torch's), from ``/proc/self/maps``; None elsewhere."""
-    import torch  # noqa: F401 - the runtime to find is the one torch loads
+    """The OpenMP runtime already loaded in this process, from ``/proc/self/maps`` (None elsewhere): torch's own where
+    another library loaded a second one."""
+    import torch  # the runtime to find is the one torch loads
 
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         return None
+    found = []
     for line in maps.splitlines():
         parts = line.split()
-        if len(parts) >= 6 and Path(parts[-1]).name.startswith(RUNTIMES):
-            return Path(parts[-1])
-    return None
+        if len(parts) >= 6 and Path(parts[-1]).name.startswith(RUNTIMES) and Path(parts[-1]) not in found:
+            found.append(Path(parts[-1]))
+    torch_dir = Path(torch.__file__).resolve().parent
+    return next((p for p in found if torch_dir in p.resolve().parents), found[0] if found else None)
 
 
 def share_openmp(lib: ctypes.CDLL) -> str:
