@@ -36,6 +36,7 @@ from fused_forward import default_data_dir  # noqa: E402 - the benchmarks' one d
 from arbibench.attacks import get_attack, get_threat_model  # noqa: E402
 from arbibench.deploy import deploy  # noqa: E402
 from arbibench.deploy.build import load_library  # noqa: E402
+from arbibench.deploy.threads import kernel_threads  # noqa: E402
 from arbibench.evaluation.plan import plan_evaluation  # noqa: E402
 from arbibench.evaluation.runner import execute  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
@@ -95,7 +96,7 @@ def main() -> None:
     threat = get_threat_model(protocol.threat_model, protocol.eps)
     model = load_model(args.model)
     results: dict = {"cpu": cpu_model(), "threads": args.threads, "model": args.model, "images": len(y),
-                     "torch": torch.__version__, "kernel_threads": load_library().threading, "attacks": {}}
+                     "torch": torch.__version__, "kernel_threads": kernel_threads(load_library()), "attacks": {}}
     print(f"{args.model} on {len(y)} images, {args.threads} thread(s), {results['cpu']}")
     print(f"{'attack':8} {'way':18} {'seconds':>8} {'queries':>8} {'q/s':>8} {'vs simulation':>14}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -32,6 +32,7 @@ from arbibench.deploy import deploy
 from arbibench.deploy.build import KernelUnavailableError, load_library
 from arbibench.deploy.kernel import kernel_conv, resolve_isa
 from arbibench.deploy.semantics import BinaryConvSpec
+from arbibench.deploy.threads import kernel_threads
 from arbibench.machine import cpu_model
 from arbibench.models.methods import get_method
 from arbibench.models.zoo import ZOO, load_model
@@ -141,7 +142,7 @@ def main() -> None:
     args = p.parse_args()
     started = datetime.now(timezone.utc)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}; kernel ISAs: {', '.join(isas())}; "
-          f"kernel threads: {load_library().threading}")
+          f"kernel threads: {kernel_threads(load_library())}")
     print("\n| binary conv | batch | torch float32 ms | " + " | ".join(f"{i} ms" for i in isas())
           + " | auto, 2 threads ms | speedup over torch |")
     print("| --- | ---: | ---: | " + " | ".join("---:" for _ in isas()) + " | ---: | --- |")
@@ -151,7 +152,7 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     models = bench_models(args.models.split(","), args.rounds, args.data_dir)
     result = {"cpu": cpu_model(), "cores": os.cpu_count(), "torch": torch.__version__, "isas": isas(),
-              "kernel_threads": load_library().threading, "started": started.isoformat(timespec="seconds"),
+              "kernel_threads": kernel_threads(load_library()), "started": started.isoformat(timespec="seconds"),
               "rounds": args.rounds, "convs": convs,
               "models": models}
     args.out.parent.mkdir(parents=True, exist_ok=True)

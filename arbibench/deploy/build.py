@@ -138,5 +138,5 @@ def _load(path: Path) -> ctypes.CDLL:
     ]
     lib.abk_resolve_isa.restype = i32
     lib.abk_resolve_isa.argtypes = [i32]
-    lib.threading = share_openmp(lib)  # torch's OpenMP workers run its threads where there are some
+    share_openmp(lib)  # torch's OpenMP workers run its threads where there are some
     return lib

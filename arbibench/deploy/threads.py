@@ -16,6 +16,7 @@ from pathlib import Path
 
 # Shared-library names of OpenMP runtimes that export the GOMP_* entry points.
 RUNTIMES = ("libgomp", "libiomp5", "libomp")
+_CHOSEN: dict[str, str] = {}  # library path -> what runs its threads, as share_openmp last set it
 
 
 def loaded_openmp_runtime() -> Path | None:
@@ -41,15 +42,22 @@ def share_openmp(lib: ctypes.CDLL) -> str:
     ``"pthreads"``."""
     lib.abk_use_openmp.restype = ctypes.c_int
     lib.abk_use_openmp.argtypes = [ctypes.c_void_p] * 3
+    chosen = "pthreads"
     runtime = None if os.environ.get("ARBIBENCH_KERNEL_OPENMP", "1") == "0" else loaded_openmp_runtime()
-    if runtime is None:
-        lib.abk_use_openmp(None, None, None)
-        return "pthreads"
-    try:
-        omp = ctypes.CDLL(str(runtime))  # already loaded: the same handle, no second runtime
-        fns = [ctypes.cast(getattr(omp, name), ctypes.c_void_p).value
-               for name in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")]
-    except (OSError, AttributeError):
-        lib.abk_use_openmp(None, None, None)
-        return "pthreads"
-    return f"openmp {runtime}" if lib.abk_use_openmp(*fns) == 1 else "pthreads"
+    fns: list[int | None] = [None, None, None]
+    if runtime is not None:
+        try:
+            omp = ctypes.CDLL(str(runtime))  # already loaded: the same handle, no second runtime
+            fns = [ctypes.cast(getattr(omp, name), ctypes.c_void_p).value
+                   for name in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")]
+        except (OSError, AttributeError):
+            fns = [None, None, None]
+    if lib.abk_use_openmp(*fns) == 1:
+        chosen = f"openmp {runtime}"
+    _CHOSEN[str(lib._name)] = chosen
+    return chosen
+
+
+def kernel_threads(lib: ctypes.CDLL) -> str:
+    """What runs ``lib``'s threads now: ``"openmp <path>"`` or ``"pthreads"`` (for benchmark records)."""
+    return _CHOSEN.get(str(lib._name), "pthreads")
