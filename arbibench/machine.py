@@ -29,4 +29,5 @@ def cpu_model() -> str:
 def describe(threads: int) -> str:
     """One line for a card: CPU model, cores and the threads a job used, e.g. ``AMD EPYC (x86_64, 2 cores), 2
     threads``."""
-    return f"{cpu_model()} ({platform.machine()}, {os.cpu_count()} cores), {threads} threads"
+    plural = "" if threads == 1 else "s"
+    return f"{cpu_model()} ({platform.machine()}, {os.cpu_count()} cores), {threads} thread{plural}"

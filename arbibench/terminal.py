@@ -18,8 +18,9 @@ from rich.markup import escape
 # StoreError). OSError: disk full, read-only folder.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OSError)
 # Output that is not a terminal (a log file, a pipe, CI) has no width of its own, and rich would assume 80 columns,
-# squeezing the wide tables (`zoo list`, `attacks list`) into cells of two letters. It gets 200 unless COLUMNS is set.
-PIPED_WIDTH = 200
+# squeezing the wide tables (`zoo list`, `attacks list`) into cells of two letters. It gets 240 (`zoo list`'s width)
+# unless COLUMNS is set.
+PIPED_WIDTH = 240
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPED_WIDTH)
 
 

@@ -187,7 +187,10 @@ def test_zoo_rows_filter_and_flags(tmp_path):
 
 @pytest.fixture
 def wide(monkeypatch):
+    from arbibench.terminal import console
+
     monkeypatch.setenv("COLUMNS", "300")  # no truncated or wrapped cells
+    monkeypatch.setattr(console, "width", 300)  # the console's width is fixed when it is created
 
 
 def test_zoo_list_cli_shows_every_column_and_entry(wide):

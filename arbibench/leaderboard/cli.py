@@ -14,9 +14,9 @@ import typer
 
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
-from arbibench.leaderboard.markdown import board_markdown, leaderboard_document, with_top_rows
+from arbibench.leaderboard.markdown import board_markdown, leaderboard_document, with_top_rows, with_zoo_table
 from arbibench.leaderboard.ranking import build_boards
-from arbibench.models.markdown import shipped_cards, zoo_markdown
+from arbibench.models.markdown import shipped_cards, zoo_markdown, zoo_readme_markdown
 from arbibench.models.pins import read_pins
 from arbibench.terminal import USER_ERRORS, console, fail
 
@@ -91,7 +91,8 @@ def markdown(
     date: str | None = typer.Option(None, help="The date the provenance paragraph names, YYYY-MM-DD; default today "
                                     "(UTC)."),
     readme: Path | None = typer.Option(None, help="Also copy the top rows of the ranking into this README, between its "
-                                       "'top rows of LEADERBOARD.md' markers."),
+                                       "'top rows of LEADERBOARD.md' markers, and the short zoo table between its "
+                                       "'zoo table' markers where it has them."),
 ) -> None:
     """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the zoo table and one dated provenance
     paragraph (checkpoint sha256s, protocol size, where the models were trained), all from the cards."""
@@ -105,7 +106,8 @@ def markdown(
         boards = build_boards(load_cards(model_info))
         text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), read_pins(), day,
                                     load_corruption_cards(model_info), load_deploy_cards(model_info))
-        readme_text = None if readme is None else with_top_rows(readme.read_text(encoding="utf-8"), boards)
+        readme_text = None if readme is None else with_zoo_table(
+            with_top_rows(readme.read_text(encoding="utf-8"), boards), zoo_readme_markdown())
         atomic_write_text(text, out)
         if readme is not None and readme_text is not None:
             atomic_write_text(readme_text, readme)

@@ -259,6 +259,23 @@ README_BEGIN = "<!-- top rows of LEADERBOARD.md -->"
 README_END = "<!-- end of top rows -->"
 
 
+ZOO_BEGIN = "<!-- zoo table of arbibench zoo -->"
+ZOO_END = "<!-- end of zoo table -->"
+
+
+def with_zoo_table(readme: str, table: str) -> str:
+    """``readme`` with the table between its zoo markers replaced by ``table``; unchanged without the markers (they are
+    optional, the top-rows markers are not), an error with only one of them."""
+    begins, ends = readme.count(ZOO_BEGIN), readme.count(ZOO_END)
+    if begins == ends == 0:
+        return readme
+    if begins != 1 or ends != 1:
+        raise ValueError(f"README holds {begins} {ZOO_BEGIN} and {ends} {ZOO_END}; keep one of each around the zoo "
+                         "table, or neither")
+    head, rest = readme.split(ZOO_BEGIN)
+    return head + ZOO_BEGIN + "\n" + table.rstrip("\n") + "\n" + ZOO_END + rest.split(ZOO_END)[1]
+
+
 def with_top_rows(readme: str, boards: list[Board], n: int = 3) -> str:
     """``readme`` with the table between its two markers replaced by the header and first ``n`` rows of the first
     leaderboard's ranking, exactly as LEADERBOARD.md holds them; a README without both markers is an error."""

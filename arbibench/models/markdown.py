@@ -114,3 +114,32 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+def _last_run(card: dict[str, Any]) -> str:
+    """The checkpoint's own training run in a few words: kind, epochs run of its budget, start, wall time."""
+    r = card.get("recipe")
+    if not r:
+        return "-"
+    val = card.get("validation")
+    if val:
+        kind = f"zoo v3: {val['epochs_run']} of {r['epochs']} epochs"
+    else:
+        kind = ("adversarial" if r.get("adversarial") else "kd" if r.get("teacher") else "fine-tune")
+        kind += f": {r['epochs']} epochs"
+    minutes = f", {card['train_time_s'] / 60:.0f} min" if "train_time_s" in card else ""
+    return f"{kind} {_start(r.get('init_from'))}{minutes}"
+
+
+def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:
+    """README's short zoo table: each shipped model's accuracy, goal, its last training run and the machine it ran
+    on (LEADERBOARD.md's zoo table has the full recipes)."""
+    lines = ["| model | clean accuracy, 10,000 test images | goal | its last training run | trained on |",
+             "| --- | ---: | --- | --- | --- |"]
+    for name, card in shipped_cards(model_dir).items():
+        if card.get("dataset") != dataset:
+            continue
+        n = card.get("clean_acc_n_examples", 10_000)
+        acc = f"{100 * card['clean_acc']:.2f}%" + ("" if n == 10_000 else f" ({n} images)")
+        lines.append(f"| `{name}` | {acc} | {goal_status(card)} | {_last_run(card)} | "
+                     f"{card.get('trained_on', 'not recorded').replace(', 1 threads', ', 1 thread')} |")
+    return "\n".join(lines) + "\n"
