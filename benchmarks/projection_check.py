@@ -36,6 +36,7 @@ from arbibench.files import atomic_write_json  # noqa: E402
 from arbibench.machine import cpu_model  # noqa: E402
 from arbibench.protocol.presets import get_protocol  # noqa: E402
 from arbibench.protocol.progress import protocol_progress  # noqa: E402
+from arbibench.protocol.projection import project_from_quick_card, quick_card_path  # noqa: E402
 
 # The projection under test: seconds per 200-image store batch, from BENCHMARKS.md ("Per-batch costs", resnet20_bnn,
 # one core, full budgets). The sweep's apgd_ce batches are projected at apgd_ce's cost.
@@ -46,38 +47,23 @@ PROJECTED_S_PER_BATCH = {
 
 
 def project_from_quick_cards(models: list[str], folder: Path) -> list[dict[str, object]]:
-    """Full-protocol hours of each model from its quick card's per-attack seconds (see the module docstring)."""
-    full, quick = get_protocol("cifar10"), get_protocol("cifar10", quick=True)
-    n_white = full.n_white_box or 10_000  # None: the whole test set
-    budgets = {a.name: dict(a.params).get("max_queries") for a in full.attacks}
-    quick_budgets = {a.name: dict(a.params).get("max_queries") for a in quick.attacks}
+    """Each model's full-protocol hours from its quick card (arbibench.protocol.projection), printed and returned."""
     rows: list[dict[str, object]] = []
     print(f"{'model':<22} {'quick s':>8} {'white-box h':>12} {'black-box h':>14} {'total h':>14}")
     for name in models:
-        path = folder / "cifar10" / "Linf" / f"{name}.json"
+        path = quick_card_path(folder, name)
         if not path.is_file():
             raise SystemExit(f"no quick card of {name} at {path}")
-        card = json.loads(path.read_text())
-        if not card.get("quick"):
-            raise SystemExit(f"{path} is not a quick card; compare a full run with --store instead")
-        n = card["n_examples"]
-        white = black_low = black_high = 0.0
-        for attack, a in card["attacks"].items():
-            if a["family"] == "white-box":
-                white += a["seconds"] * n_white / n["white-box"]
-            else:
-                images = a["seconds"] * full.n_black_box / n["black-box"]
-                black_low += images
-                full_q, quick_q = budgets.get(attack), quick_budgets.get(attack)
-                black_high += images * (full_q / quick_q if full_q and quick_q else 1.0)
-        h = 3600.0
-        print(f"{name:<22} {card['seconds']:>8.0f} {white / h:>12.2f} {black_low / h:>6.2f}-{black_high / h:<7.2f} "
-              f"{(white + black_low) / h:>6.2f}-{(white + black_high) / h:<7.2f}")
-        rows.append({"model": name, "quick_seconds": card["seconds"], "white_box_h": round(white / h, 3),
-                     "black_box_h": [round(black_low / h, 3), round(black_high / h, 3)],
-                     "total_h": [round((white + black_low) / h, 3), round((white + black_high) / h, 3)]})
+        try:
+            p = project_from_quick_card(json.loads(path.read_text()))
+        except ValueError as e:
+            raise SystemExit(f"{path}: {e}") from e
+        (low, high), (t_low, t_high) = p.black_box_h, p.total_h
+        print(f"{name:<22} {p.quick_seconds:>8.0f} {p.white_box_h:>12.2f} {low:>6.2f}-{high:<7.2f} "
+              f"{t_low:>6.2f}-{t_high:<7.2f}")
+        rows.append({"model": name, "quick_seconds": p.quick_seconds, "white_box_h": round(p.white_box_h, 3),
+                     "black_box_h": [round(low, 3), round(high, 3)], "total_h": [round(t_low, 3), round(t_high, 3)]})
     return rows
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -300,3 +300,34 @@ def test_status_names_the_running_job_and_a_training_s_hours_so_far(tmp_path, mo
     live = rows()
     assert live["done"][0].startswith("finished") and live["training"][0] == "running"
     assert live["later"][0] == "waiting" and live["later"][2] == "epoch 0 of 30"
+
+
+def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monkeypatch):
+    # Before a full-protocol job stores its first batch, its hours come from the model's shipped quick card:
+    # white-box attack times x20 (500 -> 10,000 images), black-box x5 (100 -> 500) and up to x5 more (the budget).
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+    from arbibench.protocol.projection import project_from_quick_card
+
+    root = Path(__file__).resolve().parents[1]
+    card = json.loads((root / "model_info" / "cifar10" / "Linf" / "resnet20_fp_at.json").read_text())
+    white = sum(a["seconds"] for a in card["attacks"].values() if a["family"] == "white-box")
+    black = sum(a["seconds"] for a in card["attacks"].values() if a["family"] == "black-box")
+    p = project_from_quick_card(card)
+    assert p.white_box_h == pytest.approx(white * 20 / 3600)
+    assert p.black_box_h[0] == pytest.approx(black * 5 / 3600)
+    assert p.black_box_h[1] == pytest.approx(black * 5 / 3600 + 4 * 5 / 3600 * sum(
+        a["seconds"] for name, a in card["attacks"].items() if a["family"] == "black-box" and name != "transfer"))
+    with pytest.raises(ValueError, match="not a quick card"):
+        project_from_quick_card({**card, "quick": False})
+
+    monkeypatch.chdir(tmp_path)
+    step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp_at", "--store", "full.db",
+            "--model-info", str(root / "model_info")]
+    plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
+    out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(tmp_path / "state.json"),
+                                   "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    low, high = p.total_h
+    assert f"{low:.1f}-{high:.1f} (quick cards)" in out.output and "not started" in out.output

@@ -11,7 +11,7 @@ import typer
 from arbibench.terminal import USER_ERRORS, console, fail
 
 if TYPE_CHECKING:
-    from arbibench.queue.jobs import ProtocolRunStep
+    from arbibench.queue.jobs import Job, ProtocolRunStep, QueueState
 
 # what a queue command reports as one line: user errors, and a job step that failed (RuntimeError)
 QUEUE_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, RuntimeError)
@@ -62,7 +62,7 @@ def status(
     """Each job's progress: finished, running or waiting; epochs done of the budget and the projected hours left."""
     from rich.table import Table  # start-up: --help stays light
 
-    from arbibench.queue.jobs import QueueState, load_plan, protocol_run_step  # start-up: --help stays light
+    from arbibench.queue.jobs import QueueState, load_plan  # start-up: --help stays light
     from arbibench.queue.runner import running_pid
 
     try:
@@ -73,44 +73,63 @@ def status(
     pid = running_pid(run_dir)
     table = Table("job", "state", "steps", "progress", "hours so far", "hours left (projected)")
     total_left = 0.0
+    from_cards = [0.0, 0.0]  # protocol jobs with nothing stored yet: projected from their models' quick cards
     # the runner takes the jobs in plan order, so the first unfinished one is the one it runs
     current = next((j.name for j in jobs if j.name not in st.finished), None) if pid else None
     for job in jobs:
-        progress, left = "", None
-        seconds = st.elapsed_s.get(job.name, 0.0)
-        runs = [r for r in (protocol_run_step(s) for s in job.steps) if r is not None and r.models]
-        if runs and job.name not in st.finished and job.snapshot:  # a long protocol job: batches from its store
-            progress, left = _protocol_progress(runs, job.snapshot)
-        elif job.watch and (Path(job.watch) / "state.json").is_file():
-            run_state = json.loads((Path(job.watch) / "state.json").read_text())
-            done = len(run_state.get("history", []))
-            budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
-            per_epoch = run_state.get("elapsed_s", 0.0) / max(done, 1)
-            seconds = max(seconds, run_state.get("elapsed_s", 0.0))  # a training's step ends only with the run
-            progress = f"epoch {done} of {budget}"
-            if run_state.get("stopped_early"):
-                progress += " (stopped early)"
-            else:
-                left = per_epoch * max(budget - done, 0) / 3600
-        elif job.budget_epochs:
-            progress = f"epoch 0 of {job.budget_epochs}"
-        finished = job.name in st.finished
-        if finished:
-            left, label = 0.0, f"finished {st.finished[job.name]}"
-        elif job.name == current:
-            label = "running"
-        elif st.done_steps.get(job.name) or (job.watch and (Path(job.watch) / "state.json").is_file()):
-            label = "stopped mid-job"
-        else:
-            label = "waiting"
+        label, progress, seconds, left, cards = _job_progress(job, st, current)
         total_left += left or 0.0
+        shown = "" if left is None else f"{left:.1f}"
+        if cards is not None:
+            from_cards = [from_cards[0] + cards[0], from_cards[1] + cards[1]]
+            shown = f"{cards[0]:.1f}-{cards[1]:.1f} (quick cards)"
         table.add_row(job.name, label, f"{st.done_steps.get(job.name, 0)}/{len(job.steps)}", progress,
-                      f"{seconds / 3600:.2f}", "" if left is None else f"{left:.1f}")
+                      f"{seconds / 3600:.2f}", shown)
     console.print(table)
     holders = sorted(p.name for p in (run_dir / "holders").glob("*")) if (run_dir / "holders").is_dir() else []
     console.print(f"runner: {'PID ' + str(pid) if pid else 'not running'}"
                   + (f", paused for {', '.join(holders)}" if holders else "")
-                  + f"; projected hours left where known: {total_left:.1f}")
+                  + f"; projected hours left where known: {total_left:.1f}"
+                  + (f", and {from_cards[0]:.1f}-{from_cards[1]:.1f} for the protocol jobs not started, from their "
+                     "models' quick cards (white-box x20 images, black-box x5 images and up to x5 queries)"
+                     if from_cards[1] else ""))
+
+
+def _job_progress(job: Job, st: QueueState, current: str | None
+                  ) -> tuple[str, str, float, float | None, tuple[float, float] | None]:
+    """One job's state label, progress, hours so far (as seconds), projected hours left (None: unknown) and, for a
+    protocol job with nothing stored, the (low, high) hours its models' quick cards project."""
+    from arbibench.queue.jobs import protocol_run_step  # start-up: --help stays light
+
+    progress, left, cards = "", None, None
+    seconds = st.elapsed_s.get(job.name, 0.0)
+    runs = [r for r in (protocol_run_step(s) for s in job.steps) if r is not None and r.models]
+    if runs and job.name not in st.finished and job.snapshot:  # a long protocol job: batches from its store
+        progress, left = _protocol_progress(runs, job.snapshot)
+        if left is None:
+            cards = _quick_card_projection(runs)
+    elif job.watch and (Path(job.watch) / "state.json").is_file():
+        run_state = json.loads((Path(job.watch) / "state.json").read_text())
+        done = len(run_state.get("history", []))
+        budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
+        per_epoch = run_state.get("elapsed_s", 0.0) / max(done, 1)
+        seconds = max(seconds, run_state.get("elapsed_s", 0.0))  # a training's step ends only with the run
+        progress = f"epoch {done} of {budget}"
+        if run_state.get("stopped_early"):
+            progress += " (stopped early)"
+        else:
+            left = per_epoch * max(budget - done, 0) / 3600
+    elif job.budget_epochs:
+        progress = f"epoch 0 of {job.budget_epochs}"
+    if job.name in st.finished:
+        return f"finished {st.finished[job.name]}", progress, seconds, 0.0, None
+    if job.name == current:
+        label = "running"
+    elif st.done_steps.get(job.name) or (job.watch and (Path(job.watch) / "state.json").is_file()):
+        label = "stopped mid-job"
+    else:
+        label = "waiting"
+    return label, progress, seconds, left, cards
 
 
 def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -> tuple[str, float | None]:
@@ -137,6 +156,23 @@ def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -
                 hours, unknown = hours + h, unknown + u
     note = f" ({unknown} evaluations not started: not counted)" if unknown else ""
     return f"batches {done}/{total}{note}", hours
+
+
+def _quick_card_projection(runs: list[ProtocolRunStep]) -> tuple[float, float] | None:
+    """Hours (low, high) of a full protocol job that has stored nothing, from its models' quick cards; None where a
+    model has no quick card or the job is not a full run."""
+    from arbibench.protocol.projection import project_model  # start-up: as above
+
+    low = high = 0.0
+    for run in runs:
+        if run.quick:
+            return None
+        for model in run.models:
+            p = project_model(run.model_info, model, run.preset)
+            if p is None:
+                return None
+            low, high = low + p.total_h[0], high + p.total_h[1]
+    return low, high
 
 
 @queue_app.command("pause")

@@ -97,6 +97,7 @@ class ProtocolRunStep:
     store: str
     quick: bool
     inference: str
+    model_info: str = "model_info"
 
 
 def protocol_run_step(step: tuple[str, ...]) -> ProtocolRunStep | None:
@@ -121,4 +122,4 @@ def protocol_run_step(step: tuple[str, ...]) -> ProtocolRunStep | None:
         i += 1
     models = tuple(m for m in opts.get("models", "").split(",") if m and m != "all")
     return ProtocolRunStep(step[3], models, opts.get("store", "arbibench.db"), "quick" in flags,
-                           opts.get("inference", "simulation"))
+                           opts.get("inference", "simulation"), opts.get("model-info", "model_info"))
