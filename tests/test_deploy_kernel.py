@@ -246,7 +246,7 @@ def test_kernel_threads_come_from_torchs_openmp_runtime(monkeypatch: pytest.Monk
         assert share_openmp(lib) == "pthreads"
         monkeypatch.delenv("ARBIBENCH_KERNEL_OPENMP")
         runtime = loaded_openmp_runtime()
-        assert share_openmp(lib) == ("pthreads" if runtime is None else f"openmp {runtime}")
+        assert share_openmp(lib) == ("pthreads" if runtime is None else f"openmp {runtime.name}")
         bundled = sorted((Path(torch.__file__).parent / "lib").glob("libgomp*"))
         if sys.platform == "linux" and bundled:  # the wheel's own runtime, not another library's
             assert runtime is not None and runtime.resolve().parent == bundled[0].resolve().parent

@@ -118,4 +118,4 @@ def test_the_long_recipe_continues_the_shipped_model_with_held_out_selection():
     assert (r.init_from, r.teacher, r.step1_epochs) == ("resnet20_reactnet", "resnet20_fp", 0)
     assert (r.epochs, r.val_examples, r.patience) == (60, 5000, 8)
     assert long_recipe("bnn").epochs == 30
-    assert validation_optimistic("resnet20_reactnet") is True  # the shipped kd model saw all 50,000
+    assert validation_optimistic("resnet20_reactnet") is True  # it, or the kd model it continues, saw all 50,000

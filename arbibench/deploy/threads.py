@@ -22,7 +22,7 @@ _CHOSEN: dict[str, str] = {}  # library path -> what runs its threads, as share_
 def loaded_openmp_runtime() -> Path | None:
     """The OpenMP runtime already loaded in this process, from ``/proc/self/maps`` (None elsewhere): torch's own where
     another library loaded a second one."""
-    import torch  # the runtime to find is the one torch loads
+    import torch  # start-up: build.py needs no torch; the runtime to find is the one torch loads
 
     try:
         maps = Path("/proc/self/maps").read_text()
@@ -38,8 +38,8 @@ def loaded_openmp_runtime() -> Path | None:
 
 
 def share_openmp(lib: ctypes.CDLL) -> str:
-    """Give ``lib`` the process's OpenMP runtime; returns what runs its threads, ``"openmp <path>"`` or
-    ``"pthreads"``."""
+    """Give ``lib`` the process's OpenMP runtime; returns what runs its threads, ``"openmp <file name>"`` (e.g.
+    ``"openmp libgomp.so.1"``) or ``"pthreads"``."""
     lib.abk_use_openmp.restype = ctypes.c_int
     lib.abk_use_openmp.argtypes = [ctypes.c_void_p] * 3
     chosen = "pthreads"
@@ -52,12 +52,12 @@ def share_openmp(lib: ctypes.CDLL) -> str:
                    for name in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads")]
         except (OSError, AttributeError):
             fns = [None, None, None]
-    if lib.abk_use_openmp(*fns) == 1:
-        chosen = f"openmp {runtime}"
+    if lib.abk_use_openmp(*fns) == 1 and runtime is not None:
+        chosen = f"openmp {runtime.name}"  # the file name: records stay free of machine paths
     _CHOSEN[str(lib._name)] = chosen
     return chosen
 
 
 def kernel_threads(lib: ctypes.CDLL) -> str:
-    """What runs ``lib``'s threads now: ``"openmp <path>"`` or ``"pthreads"`` (for benchmark records)."""
+    """What runs ``lib``'s threads now: ``"openmp <file name>"`` or ``"pthreads"`` (for benchmark records)."""
     return _CHOSEN.get(str(lib._name), "pthreads")

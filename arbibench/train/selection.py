@@ -23,14 +23,15 @@ def split_validation(
 
 
 def validation_optimistic(init_from: str | None) -> bool:
-    """Whether the starting checkpoint may have trained on the validation images (then its figures flatter it)."""
+    """Whether the starting checkpoint may have trained on the validation images (then its figures flatter it): it
+    trained without holding them out, or descends from one that did (its card says its own figures are optimistic)."""
     if init_from is None:
         return False
     try:
         card = load_card(init_from, CHECKPOINT_DIR)
     except (FileNotFoundError, ValueError):
         return True  # a file of unknown history
-    return not card.get("recipe", {}).get("val_examples")
+    return not card.get("recipe", {}).get("val_examples") or bool((card.get("validation") or {}).get("optimistic"))
 
 
 def best_val_epoch(history: list[dict[str, Any]]) -> int:
