@@ -43,7 +43,7 @@ def read_run(folder: Path) -> dict[str, Any]:
         "folder": str(folder),
         "lr": float(recipe["lr"]),
         "recipe": {k: recipe.get(k) for k in SAME},
-        "epochs_run": int(state.get("epoch", len(curve))),
+        "epochs_run": len(state.get("history", [])),
         "init_val_acc": (state.get("validation") or {}).get("init_val_acc"),
         "val_acc": curve,
         "train_acc": [h.get("train_acc") for h in state.get("history", [])],
