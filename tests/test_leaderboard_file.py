@@ -131,3 +131,39 @@ def test_zoo_table_markers_are_optional_but_paired() -> None:
     assert with_zoo_table(f"x\n{ZOO_BEGIN}\nold\n{ZOO_END}\ny\n", "| a |\n") == f"x\n{ZOO_BEGIN}\n| a |\n{ZOO_END}\ny\n"
     with pytest.raises(ValueError, match="one of each"):
         with_zoo_table(f"x\n{ZOO_BEGIN}\n", "| a |\n")
+
+
+def test_readme_deploy_paragraph_is_the_generated_one() -> None:
+    """README's findings of the deploy checks are written from the deploy cards of the shipped checkpoints."""
+    from arbibench.leaderboard.deploy import deploy_summary_markdown, load_deploy_cards
+    from arbibench.leaderboard.markdown import DEPLOY_BEGIN, DEPLOY_END, with_block
+    from arbibench.models.pins import read_pins
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.count(DEPLOY_BEGIN) == readme.count(DEPLOY_END) == 1, "README lost its deploy-check markers"
+    text = deploy_summary_markdown(load_deploy_cards(ROOT / "model_info"), read_pins())
+    assert with_block(readme, DEPLOY_BEGIN, DEPLOY_END, text) == readme, (
+        "README's deploy-check paragraph differs from the cards; regenerate it: arbibench leaderboard markdown "
+        "--out LEADERBOARD.md --readme README.md")
+
+
+def test_deploy_paragraph_follows_the_cards() -> None:
+    """A card of replaced weights is left out and named; a direct attack whose difference excludes zero turns the
+    verdict; the counts are the cards' sums."""
+    import copy
+
+    from arbibench.leaderboard.deploy import deploy_summary_markdown, load_deploy_cards
+
+    cards = load_deploy_cards(ROOT / "model_info")
+    pins = {c["name"]: c["checkpoint_sha256"] for c in cards}
+    text = " ".join(deploy_summary_markdown(cards, pins).split())
+    fooled = sum(t["fooled_simulation"] for c in cards for t in c["transfer_to_deployed"])
+    also = sum(t["also_fool_deployed"] for c in cards for t in c["transfer_to_deployed"])
+    assert f"{also:,} of the {fooled:,} adversarial examples" in text and f"for {len(cards)} zoo BNNs" in text
+    stale = dict(pins, **{cards[0]["name"]: "0" * 64})
+    left_out = " ".join(deploy_summary_markdown(cards, stale).split())
+    assert f"for {len(cards) - 1} zoo BNNs" in left_out and left_out.endswith(f"replaced since: {cards[0]['name']}.")
+    changed = copy.deepcopy(cards)
+    changed[0]["direct_attacks"][0]["difference"] = [0.2, 0.1, 0.3]
+    turned = " ".join(deploy_summary_markdown(changed, pins).split())
+    assert "1 difference excluding zero" in turned and "does not carry over" in turned

@@ -14,7 +14,15 @@ import typer
 
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
-from arbibench.leaderboard.markdown import board_markdown, leaderboard_document, with_top_rows, with_zoo_table
+from arbibench.leaderboard.markdown import (
+    DEPLOY_BEGIN,
+    DEPLOY_END,
+    board_markdown,
+    leaderboard_document,
+    with_block,
+    with_top_rows,
+    with_zoo_table,
+)
 from arbibench.leaderboard.ranking import build_boards
 from arbibench.models.markdown import shipped_cards, zoo_markdown, zoo_readme_markdown
 from arbibench.models.pins import read_pins
@@ -92,7 +100,7 @@ def markdown(
                                     "(UTC)."),
     readme: Path | None = typer.Option(None, help="Also copy the top rows of the ranking into this README, between its "
                                        "'top rows of LEADERBOARD.md' markers, and the short zoo table between its "
-                                       "'zoo table' markers where it has them."),
+                                       "'zoo table' and 'deploy checks' markers where it has them."),
 ) -> None:
     """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the zoo table and one dated provenance
     paragraph (checkpoint sha256s, protocol size, where the models were trained), all from the cards."""
@@ -101,13 +109,20 @@ def markdown(
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
             raise ValueError(f"--date {day!r}: give the date as YYYY-MM-DD")
         from arbibench.leaderboard.corruptions import load_corruption_cards  # start-up: it loads matplotlib
-        from arbibench.leaderboard.deploy import load_deploy_cards  # start-up: beside the corruption cards
+        from arbibench.leaderboard.deploy import (  # start-up: beside the corruption cards
+            deploy_summary_markdown,
+            load_deploy_cards,
+        )
 
         boards = build_boards(load_cards(model_info))
         text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), read_pins(), day,
                                     load_corruption_cards(model_info), load_deploy_cards(model_info))
-        readme_text = None if readme is None else with_zoo_table(
-            with_top_rows(readme.read_text(encoding="utf-8"), boards), zoo_readme_markdown())
+        readme_text = None
+        if readme is not None:
+            readme_text = with_zoo_table(with_top_rows(readme.read_text(encoding="utf-8"), boards),
+                                         zoo_readme_markdown())
+            readme_text = with_block(readme_text, DEPLOY_BEGIN, DEPLOY_END,
+                                     deploy_summary_markdown(load_deploy_cards(model_info), read_pins()))
         atomic_write_text(text, out)
         if readme is not None and readme_text is not None:
             atomic_write_text(readme_text, readme)

@@ -9,6 +9,7 @@ attack's adversarial examples that also fool it, and the query attacks run again
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,59 @@ def deploy_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str] | None 
             direct or "-",
         ]) + " |")
     return "\n".join(lines)
+
+
+def _span(values: list[int] | list[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    return format(low, fmt) if low == high else f"{format(low, fmt)}-{format(high, fmt)}"
+
+
+def deploy_summary_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str] | None = None) -> str:
+    """README's paragraph on the deploy checks, from the cards of the checkpoints shipped now (a card of replaced
+    weights is left out and named): clean agreement, how many of the simulation's adversarial examples fool the
+    deployed network, the direct attacks' ACC* differences, the +1-padded network, and the verdict they support."""
+    pins = pins or {}
+    current = [c for c in cards if pins.get(c["name"], c["checkpoint_sha256"]) == c["checkpoint_sha256"]]
+    stale = sorted(c["name"] for c in cards if c not in current)
+    if not current:
+        return "No deploy check has measured a checkpoint the zoo ships now."
+    names = ", ".join(f"`{c['name']}`" for c in current)
+    zero = [c["clean_agreement"][0] for c in current]
+    padded = [c["clean_agreement"][1]["agreement"] for c in current if len(c["clean_agreement"]) > 1]
+    full = [c["clean_agreement"][2] for c in current if len(c["clean_agreement"]) > 2]
+    transfers = [t for c in current for t in c["transfer_to_deployed"]]
+    fooled = sum(int(t["fooled_simulation"]) for t in transfers)
+    also = sum(int(t["also_fool_deployed"]) for t in transfers)
+    direct = [d["difference"] for c in current for d in c["direct_attacks"]]
+    excluding = sum(1 for _, low, high in direct if low > 0 or high < 0)
+    n500 = {z["n_images"] for z in zero}
+    text = (f"On the quick protocol's images, for {len(current)} zoo BNNs ({names}; table in "
+            f"[LEADERBOARD.md](LEADERBOARD.md)): the deployed network predicts what the simulation predicts on "
+            f"{_span([z['agree'] for z in zero], ',')} of the first {'/'.join(str(n) for n in sorted(n500))} test "
+            "images")
+    if full:
+        text += (f" and on {_span([f['agree'] for f in full], ',')} of all {full[0]['n_images']:,}"
+                 + ("" if len(full) == len(current) else f" ({len(full)} of them measured there)"))
+    text += (f"; {also:,} of the {fooled:,} adversarial examples that fooled the simulation (every attack of the "
+             "preset) also fool it")
+    if direct:
+        text += (f"; Square, HopSkipJump and RayS run against it directly leave its ACC* within "
+                 f"{100 * min(d[0] for d in direct):+.1f} to {100 * max(d[0] for d in direct):+.1f} points of the "
+                 f"simulation's, {'no' if not excluding else excluding} difference{'s' if excluding > 1 else ''} "
+                 "excluding zero at 95%")
+    text += "."
+    if fooled and also / fooled >= 0.99 and not excluding:
+        text += " So robustness measured on the simulation holds for the exact deployed network of these checkpoints."
+    else:
+        text += (" So robustness measured on the simulation does not carry over to the deployed network of every one "
+                 "of these checkpoints: read the table.")
+    if padded:
+        text += (f" It does not hold for hardware that pads with +1 instead of zero: that network agrees with the "
+                 f"simulation on only {_span([round(100 * a) for a in padded], 'd')}% of clean images, a different "
+                 "network altogether.")
+    if stale:
+        text += f" Left out, their cards measured weights the zoo has replaced since: {', '.join(stale)}."
+    return textwrap.fill(text, 118, break_long_words=False, break_on_hyphens=False)
 
 
 DEPLOY_ANCHOR, DEPLOY_TITLE = "deployed", "Deployed network"

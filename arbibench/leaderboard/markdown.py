@@ -261,19 +261,26 @@ README_END = "<!-- end of top rows -->"
 
 ZOO_BEGIN = "<!-- zoo table of arbibench zoo -->"
 ZOO_END = "<!-- end of zoo table -->"
+DEPLOY_BEGIN = "<!-- deploy checks of model_info -->"
+DEPLOY_END = "<!-- end of deploy checks -->"
 
 
-def with_zoo_table(readme: str, table: str) -> str:
-    """``readme`` with the table between its zoo markers replaced by ``table``; unchanged without the markers (they are
-    optional, the top-rows markers are not), an error with only one of them."""
-    begins, ends = readme.count(ZOO_BEGIN), readme.count(ZOO_END)
+def with_block(readme: str, begin: str, end: str, body: str) -> str:
+    """``readme`` with the text between the markers ``begin`` and ``end`` replaced by ``body``; unchanged without the
+    markers (they are optional, the top-rows markers are not), an error with only one of them or with several."""
+    begins, ends = readme.count(begin), readme.count(end)
     if begins == ends == 0:
         return readme
     if begins != 1 or ends != 1:
-        raise ValueError(f"README holds {begins} {ZOO_BEGIN} and {ends} {ZOO_END}; keep one of each around the zoo "
-                         "table, or neither")
-    head, rest = readme.split(ZOO_BEGIN)
-    return head + ZOO_BEGIN + "\n" + table.rstrip("\n") + "\n" + ZOO_END + rest.split(ZOO_END)[1]
+        raise ValueError(f"README holds {begins} {begin} and {ends} {end}; keep one of each around the generated "
+                         "text, or neither")
+    head, rest = readme.split(begin)
+    return head + begin + "\n" + body.rstrip("\n") + "\n" + end + rest.split(end)[1]
+
+
+def with_zoo_table(readme: str, table: str) -> str:
+    """``readme`` with its short zoo table (between the zoo markers) replaced by ``table``."""
+    return with_block(readme, ZOO_BEGIN, ZOO_END, table)
 
 
 def with_top_rows(readme: str, boards: list[Board], n: int = 3) -> str:
