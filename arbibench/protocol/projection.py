@@ -36,8 +36,7 @@ def project_from_quick_card(card: dict[str, Any], preset: str = "cifar10") -> Qu
     """The full ``preset``'s hours for the model of ``card`` (a quick card's JSON); ValueError for another card."""
     if not card.get("quick"):
         raise ValueError(f"{card.get('name')}: not a quick card; a full run's own store batches give its cost")
-    full, quick = get_protocol(preset), get_protocol(preset, quick=True)
-    assert isinstance(full, Protocol) and isinstance(quick, Protocol)
+    full, quick = _attack_presets(preset)
     n = card["n_examples"]
     n_white = full.n_white_box or 10_000  # None: the whole CIFAR-10 test set
     budgets = {a.name: dict(a.params).get("max_queries") for a in full.attacks}
@@ -54,13 +53,22 @@ def project_from_quick_card(card: dict[str, Any], preset: str = "cifar10") -> Qu
     return QuickCardProjection(str(card.get("name")), float(card["seconds"]), white / 3600, (low / 3600, high / 3600))
 
 
-def quick_card_path(model_info: str | Path, model: str, dataset: str = "cifar10", threat: str = "Linf") -> Path:
-    return Path(model_info) / dataset / threat / f"{model}.json"
+def _attack_presets(preset: str) -> tuple[Protocol, Protocol]:
+    full, quick = get_protocol(preset), get_protocol(preset, quick=True)
+    if not isinstance(full, Protocol) or not isinstance(quick, Protocol):
+        raise ValueError(f"{preset}: a corruption preset has no attacks to project")
+    return full, quick
+
+
+def quick_card_path(model_info: str | Path, model: str, preset: str = "cifar10") -> Path:
+    """Where ``protocol run --quick`` writes ``model``'s card of ``preset``: <model_info>/<dataset>/<threat>/."""
+    full, _ = _attack_presets(preset)
+    return Path(model_info) / full.dataset / full.threat_model / f"{model}.json"
 
 
 def project_model(model_info: str | Path, model: str, preset: str = "cifar10") -> QuickCardProjection | None:
     """The projection from ``model``'s quick card in ``model_info``, or None where it has none (or a full one)."""
-    path = quick_card_path(model_info, model)
+    path = quick_card_path(model_info, model, preset)
     if not path.is_file():
         return None
     card = json.loads(path.read_text())
