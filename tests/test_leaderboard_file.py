@@ -110,12 +110,12 @@ def test_leaderboard_file_holds_the_corruption_cards() -> None:
 
 def test_readme_zoo_table_is_the_generated_one() -> None:
     """README's short zoo table (accuracy, goal, last training run, machine) is what the checkpoint cards give now."""
-    from arbibench.leaderboard.markdown import ZOO_BEGIN, ZOO_END, with_zoo_table
+    from arbibench.leaderboard.markdown import ZOO_BEGIN, ZOO_END, with_block
     from arbibench.models.markdown import zoo_readme_markdown
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.count(ZOO_BEGIN) == readme.count(ZOO_END) == 1, "README lost its zoo table markers"
-    assert with_zoo_table(readme, zoo_readme_markdown()) == readme, (
+    assert with_block(readme, ZOO_BEGIN, ZOO_END, zoo_readme_markdown()) == readme, (
         "README's zoo table differs from the checkpoint cards; regenerate it: arbibench leaderboard markdown "
         "--out LEADERBOARD.md --readme README.md")
     block = readme.split(ZOO_BEGIN)[1].split(ZOO_END)[0]
@@ -125,12 +125,13 @@ def test_readme_zoo_table_is_the_generated_one() -> None:
 def test_zoo_table_markers_are_optional_but_paired() -> None:
     import pytest
 
-    from arbibench.leaderboard.markdown import ZOO_BEGIN, ZOO_END, with_zoo_table
+    from arbibench.leaderboard.markdown import ZOO_BEGIN, ZOO_END, with_block
 
-    assert with_zoo_table("# my BNN\n", "| a |\n") == "# my BNN\n"  # a user's README without the table
-    assert with_zoo_table(f"x\n{ZOO_BEGIN}\nold\n{ZOO_END}\ny\n", "| a |\n") == f"x\n{ZOO_BEGIN}\n| a |\n{ZOO_END}\ny\n"
+    assert with_block("# my BNN\n", ZOO_BEGIN, ZOO_END, "| a |\n") == "# my BNN\n"  # a user's README without the table
+    filled = with_block(f"x\n{ZOO_BEGIN}\nold\n{ZOO_END}\ny\n", ZOO_BEGIN, ZOO_END, "| a |\n")
+    assert filled == f"x\n{ZOO_BEGIN}\n| a |\n{ZOO_END}\ny\n"
     with pytest.raises(ValueError, match="one of each"):
-        with_zoo_table(f"x\n{ZOO_BEGIN}\n", "| a |\n")
+        with_block(f"x\n{ZOO_BEGIN}\n", ZOO_BEGIN, ZOO_END, "| a |\n")
 
 
 def test_readme_deploy_paragraph_is_the_generated_one() -> None:

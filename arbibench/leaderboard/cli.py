@@ -17,11 +17,12 @@ from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
 from arbibench.leaderboard.markdown import (
     DEPLOY_BEGIN,
     DEPLOY_END,
+    ZOO_BEGIN,
+    ZOO_END,
     board_markdown,
     leaderboard_document,
     with_block,
     with_top_rows,
-    with_zoo_table,
 )
 from arbibench.leaderboard.ranking import build_boards
 from arbibench.models.markdown import shipped_cards, zoo_markdown, zoo_readme_markdown
@@ -99,8 +100,9 @@ def markdown(
     date: str | None = typer.Option(None, help="The date the provenance paragraph names, YYYY-MM-DD; default today "
                                     "(UTC)."),
     readme: Path | None = typer.Option(None, help="Also copy the top rows of the ranking into this README, between its "
-                                       "'top rows of LEADERBOARD.md' markers, and the short zoo table between its "
-                                       "'zoo table' and 'deploy checks' markers where it has them."),
+                                       "'top rows of LEADERBOARD.md' markers; where it has them, also the short zoo "
+                                       "table between its 'zoo table' markers and the deploy-check findings between "
+                                       "its 'deploy checks' markers."),
 ) -> None:
     """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the zoo table and one dated provenance
     paragraph (checkpoint sha256s, protocol size, where the models were trained), all from the cards."""
@@ -119,8 +121,8 @@ def markdown(
                                     load_corruption_cards(model_info), load_deploy_cards(model_info))
         readme_text = None
         if readme is not None:
-            readme_text = with_zoo_table(with_top_rows(readme.read_text(encoding="utf-8"), boards),
-                                         zoo_readme_markdown())
+            readme_text = with_block(with_top_rows(readme.read_text(encoding="utf-8"), boards), ZOO_BEGIN, ZOO_END,
+                                     zoo_readme_markdown())
             readme_text = with_block(readme_text, DEPLOY_BEGIN, DEPLOY_END,
                                      deploy_summary_markdown(load_deploy_cards(model_info), read_pins()))
         atomic_write_text(text, out)

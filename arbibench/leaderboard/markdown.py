@@ -278,11 +278,6 @@ def with_block(readme: str, begin: str, end: str, body: str) -> str:
     return head + begin + "\n" + body.rstrip("\n") + "\n" + end + rest.split(end)[1]
 
 
-def with_zoo_table(readme: str, table: str) -> str:
-    """``readme`` with its short zoo table (between the zoo markers) replaced by ``table``."""
-    return with_block(readme, ZOO_BEGIN, ZOO_END, table)
-
-
 def with_top_rows(readme: str, boards: list[Board], n: int = 3) -> str:
     """``readme`` with the table between its two markers replaced by the header and first ``n`` rows of the first
     leaderboard's ranking, exactly as LEADERBOARD.md holds them; a README without both markers is an error."""
@@ -291,7 +286,4 @@ def with_top_rows(readme: str, boards: list[Board], n: int = 3) -> str:
                          "leaderboard excerpt")
     if not boards:
         raise ValueError("no leaderboard to take top rows from: the card folder holds no attack cards")
-    rows = summary_markdown(boards[0]).splitlines()[: 2 + n]
-    head, rest = readme.split(README_BEGIN)
-    tail = rest.split(README_END)[1]
-    return head + README_BEGIN + "\n" + "\n".join(rows) + "\n" + README_END + tail
+    return with_block(readme, README_BEGIN, README_END, "\n".join(summary_markdown(boards[0]).splitlines()[: 2 + n]))

@@ -100,8 +100,7 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
     for name, card in cards.items():
         if card.get("dataset") != dataset:
             continue
-        n = card.get("clean_acc_n_examples", 10_000)
-        acc = f"{100 * card['clean_acc']:.2f}%" + ("" if n == 10_000 else f" ({n} images)")
+        acc = _accuracy(card)
         first500 = card.get("clean_acc_first500")
         cells = [
             f"`{name}`",
@@ -114,6 +113,12 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _accuracy(card: dict[str, Any]) -> str:
+    n = card.get("clean_acc_n_examples", 10_000)
+    return f"{100 * card['clean_acc']:.2f}%" + ("" if n == 10_000 else f" ({n} images)")
+
 
 def _last_run(card: dict[str, Any]) -> str:
     """The checkpoint's own training run in a few words: kind, epochs run of its budget, start, wall time."""
@@ -138,8 +143,6 @@ def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset
     for name, card in shipped_cards(model_dir).items():
         if card.get("dataset") != dataset:
             continue
-        n = card.get("clean_acc_n_examples", 10_000)
-        acc = f"{100 * card['clean_acc']:.2f}%" + ("" if n == 10_000 else f" ({n} images)")
-        lines.append(f"| `{name}` | {acc} | {goal_status(card)} | {_last_run(card)} | "
+        lines.append(f"| `{name}` | {_accuracy(card)} | {goal_status(card)} | {_last_run(card)} | "
                      f"{card.get('trained_on', 'not recorded').replace(', 1 threads', ', 1 thread')} |")
     return "\n".join(lines) + "\n"
