@@ -67,12 +67,14 @@ def load_plan(path: str | Path) -> list[Job]:
 
 @dataclass
 class QueueState:
-    """Finished steps per job (by index), the job's wall time, and when each job ended."""
+    """Finished steps per job (by index), the job's wall time, when each job ended, and for an unfinished job the
+    work tree its finished steps wrote their (not yet committed) outputs to."""
 
     path: Path
     done_steps: dict[str, int] = field(default_factory=dict)
     finished: dict[str, str] = field(default_factory=dict)
     elapsed_s: dict[str, float] = field(default_factory=dict)
+    work_tree: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> QueueState:
@@ -80,12 +82,12 @@ class QueueState:
         if not p.is_file():
             return cls(p)
         raw = json.loads(p.read_text())
-        return cls(p, dict(raw.get("done_steps", {})), dict(raw.get("finished", {})), dict(raw.get("elapsed_s", {})))
+        return cls(p, dict(raw.get("done_steps", {})), dict(raw.get("finished", {})), dict(raw.get("elapsed_s", {})),
+                   dict(raw.get("work_tree", {})))
 
     def save(self) -> None:
-        atomic_write_json(
-            {"done_steps": self.done_steps, "finished": self.finished, "elapsed_s": self.elapsed_s}, self.path
-        )
+        atomic_write_json({"done_steps": self.done_steps, "finished": self.finished, "elapsed_s": self.elapsed_s,
+                           "work_tree": self.work_tree}, self.path)
 
 
 @dataclass(frozen=True)

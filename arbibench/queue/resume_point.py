@@ -78,20 +78,26 @@ def restore(repo: Path, ref: str, watch: str | None, files: list[str]) -> list[s
     if not exists(repo, ref):
         return []
     with tarfile.open(fileobj=io.BytesIO(_git(repo, "archive", "--format=tar", ref))) as tar:
-        members = {m.name: m for m in tar.getmembers() if m.isfile()}
-        wanted: list[str] = []
-        if watch is not None:
-            local = repo / watch / "state.json"
-            ref_state = members.get(f"{watch}/state.json")
-            ref_epoch = _epoch(tar.extractfile(ref_state).read()) if ref_state else -1  # type: ignore[union-attr]
-            if ref_epoch > _epoch(local.read_bytes() if local.is_file() else None):
-                wanted += [n for n in members if n.startswith(f"{watch}/")]
-        wanted += [f for f in files if f in members and not (repo / f).exists()]
-        wanted.sort(key=lambda n: n.endswith("/state.json"))  # last: a cut-off restore never claims a later epoch
-        for name in wanted:
-            target = repo / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".tmp")
-            tmp.write_bytes(tar.extractfile(members[name]).read())  # type: ignore[union-attr]
-            os.replace(tmp, target)
+        return restore_from_tar(repo, tar, watch, files)
+
+
+def restore_from_tar(repo: Path, tar: tarfile.TarFile, watch: str | None, files: list[str]) -> list[str]:
+    """:func:`restore` from an open archive whose member names are paths in the repository (a resume point, or the
+    branch's copy of a run folder in :mod:`arbibench.queue.carry`)."""
+    members = {m.name: m for m in tar.getmembers() if m.isfile()}
+    wanted: list[str] = []
+    if watch is not None:
+        local = repo / watch / "state.json"
+        saved_state = members.get(f"{watch}/state.json")
+        saved_epoch = _epoch(tar.extractfile(saved_state).read()) if saved_state else -1  # type: ignore[union-attr]
+        if saved_epoch > _epoch(local.read_bytes() if local.is_file() else None):
+            wanted += [n for n in members if n.startswith(f"{watch}/")]
+    wanted += [f for f in files if f in members and not (repo / f).exists()]
+    wanted.sort(key=lambda n: n.endswith("/state.json"))  # last: a cut-off restore never claims a later epoch
+    for name in wanted:
+        target = repo / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(tar.extractfile(members[name]).read())  # type: ignore[union-attr]
+        os.replace(tmp, target)
     return wanted

@@ -14,12 +14,13 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from arbibench.files import pid_alive
-from arbibench.queue import resume_point
-from arbibench.queue.jobs import Job, QueueState, load_plan
+from arbibench.files import atomic_write_text, pid_alive
+from arbibench.queue import carry, resume_point
+from arbibench.queue.jobs import Job, QueueState, load_plan, protocol_run_step
 
 SNAPSHOT_EVERY_S = 600.0
 PRUNE_EVERY_S = 3600.0  # replaced resume points (about 4 MB an epoch) leave the disk this often
@@ -129,19 +130,27 @@ def restore_store(working: Path, tracked: Path) -> bool:
     return True
 
 
+def _tracked(repo: Path, path: str) -> bool:
+    return subprocess.run(["git", "ls-files", "--error-unmatch", "--", path], cwd=repo,
+                          capture_output=True).returncode == 0
+
+
 def git_commit(paths: list[str], message: str, repo: Path) -> bool:
-    """Commit ``paths`` only (other staged or unstaged work stays as it is); False when nothing changed or git is
-    not available. Retries while another git process holds the index lock."""
-    existing = [p for p in paths if (repo / p).exists()]
-    if not existing or not (repo / ".git").exists():
+    """Commit ``paths`` only (other staged or unstaged work stays as it is): their changes, and the deletion of a
+    tracked one that is gone from the work tree. False when nothing changed or git is not available. Retries while
+    another git process holds the index lock."""
+    if not (repo / ".git").exists():
+        return False
+    targets = [p for p in paths if (repo / p).exists() or _tracked(repo, p)]
+    if not targets:
         return False
     for _ in range(30):
-        add = subprocess.run(["git", "add", "--", *existing], cwd=repo, capture_output=True, text=True)
+        add = subprocess.run(["git", "add", "-A", "--", *targets], cwd=repo, capture_output=True, text=True)
         if add.returncode == 0:
-            diff = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *existing], cwd=repo)
+            diff = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *targets], cwd=repo)
             if diff.returncode == 0:
                 return False
-            done = subprocess.run(["git", "commit", "-q", "-m", message, "--", *existing], cwd=repo,
+            done = subprocess.run(["git", "commit", "-q", "-m", message, "--", *targets], cwd=repo,
                                   capture_output=True, text=True)
             if done.returncode == 0:
                 return True
@@ -173,10 +182,12 @@ class Runner:
     """Runs ``jobs`` in order from ``repo``, recording progress in ``state`` and the runner's files in ``run_dir``."""
 
     def __init__(self, jobs: list[Job], state: QueueState, repo: Path, run_dir: Path, *, threads: int = 2,
-                 commit: bool = True, log: Callable[[str], object] = print, plan: Path | None = None) -> None:
+                 commit: bool = True, log: Callable[[str], object] = print, plan: Path | None = None,
+                 carry_every_s: float = carry.CARRY_EVERY_S) -> None:
         self.jobs, self.state, self.repo, self.run_dir, self.plan = jobs, state, repo, run_dir, plan
-        self.threads, self.commit, self.log = threads, commit, log
+        self.threads, self.commit, self.log, self.carry_every_s = threads, commit, log, carry_every_s
         self._last_prune = 0.0
+        self._last_carry = 0.0
 
     def run(self, *, only: str | None = None, max_jobs: int | None = None) -> int:
         """Run every unfinished job (or only the one named); returns the number of jobs finished now."""
@@ -211,24 +222,47 @@ class Runner:
                 shown = True
             time.sleep(POLL_S)
 
+    def _work_tree_id(self) -> str:
+        """This work tree's id, kept in the (untracked) runner folder: a fresh clone or a rebuilt checkout gets a new
+        one, which tells the runner that the outputs of an unfinished job's finished steps are not here."""
+        path = self.run_dir / "work_tree"
+        if not path.is_file():
+            atomic_write_text(uuid.uuid4().hex + "\n", path)
+        return path.read_text().strip()
+
     def _run_job(self, job: Job) -> None:
         start = self.state.done_steps.get(job.name, 0)
+        here = self._work_tree_id()
+        if start and self.state.work_tree.get(job.name, here) != here:
+            # A job commits its outputs (an exported checkpoint, cards) when it ends; its finished steps wrote them
+            # to another work tree. From step 1 again: a training resumes at its restored epoch and a protocol run
+            # reads its stored batches back, so nothing is computed twice but what the lost hour held.
+            self.log(f"queue: {job.name}: the outputs of its {start} finished step(s) stayed in another work tree; "
+                     "from step 1 again")
+            start = 0
         self.log(f"queue: {job.name} (step {start + 1} of {len(job.steps)})")
         restored = resume_point.restore(self.repo, resume_point.job_ref(job.name), job.watch,
                                         [job.snapshot[1]] if job.snapshot else [])
         if restored:
             self.log(f"queue: restored {len(restored)} file(s) from {resume_point.job_ref(job.name)}")
+        if job.watch and (restored := carry.unpack_run_folder(self.repo, job.watch,
+                                                                carry.run_folder_copy(job.name))):
+            self.log(f"queue: restored {len(restored)} file(s) from the branch's {carry.run_folder_copy(job.name)}")
         if job.snapshot:
             if restore_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
                 self.log(f"queue: resumed the store from {job.snapshot[1]}")
+            self._merge_carried_rows(job)
+        self._last_carry = time.time()
         for i in range(start, len(job.steps)):
             self._wait_for_holders()
             t0 = time.time()
             self._run_step(job, job.steps[i])
             self.state.elapsed_s[job.name] = round(self.state.elapsed_s.get(job.name, 0.0) + time.time() - t0, 1)
             self.state.done_steps[job.name] = i + 1
+            self.state.work_tree[job.name] = here
             if i + 1 == len(job.steps):
                 self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+                del self.state.work_tree[job.name]
             self.state.save()
             if self.commit:
                 # The queue's record after every step (the run folder to the resume point); the job's outputs
@@ -239,6 +273,7 @@ class Runner:
                 done = "finished" if last else f"step {i + 1} of {len(job.steps)} done"
                 paths = self._job_paths(job) if last else self._progress_paths(job)
                 self._save_resume_point(job, f"Queue: {job.name}, resume point after step {i + 1}")
+                paths += self._carry_paths(job, finished=last)
                 git_commit(paths, f"Queue: {job.name}, {done}", self.repo)
         self.log(f"queue: {job.name} finished")
 
@@ -263,6 +298,52 @@ class Runner:
             self._last_prune = time.time()
             resume_point.prune_replaced(self.repo)
 
+    def _job_models(self, job: Job) -> tuple[str, ...]:
+        """The models whose rows a protocol job adds to its snapshotted store (empty: all of them)."""
+        runs = [r for s in job.steps if (r := protocol_run_step(s)) and job.snapshot and r.store == job.snapshot[0]]
+        return tuple(sorted({m for r in runs for m in r.models})) if runs and all(r.models for r in runs) else ()
+
+    def _carry_paths(self, job: Job, *, finished: bool) -> list[str]:
+        """Write the job's branch copies (:mod:`arbibench.queue.carry`) and return their paths for the commit; at
+        the job's end the run folder's copy is deleted (its exported checkpoint is committed instead)."""
+        self._last_carry = time.time()
+        paths = []
+        if job.watch:
+            copy = carry.run_folder_copy(job.name)
+            if finished:
+                carry.remove(self.repo, copy)
+                paths.append(copy)
+            else:
+                try:
+                    if carry.pack_run_folder(self.repo, job.watch, copy):
+                        paths.append(copy)
+                except OSError as e:  # a file replaced while it was read: the next epoch's copy
+                    print(f"queue: copying {job.watch} to the branch failed: {e}", file=sys.stderr)
+        if job.snapshot and (self.repo / job.snapshot[0]).is_file():
+            copy = carry.rows_copy(job.name)
+            try:
+                carry.export_rows(self.repo / job.snapshot[0], self._job_models(job), self.repo / copy)
+                paths.append(copy)
+            except (OSError, sqlite3.Error) as e:  # the run goes on; the next copy may succeed
+                print(f"queue: copying the outcomes of {job.name!r} to the branch failed: {e}", file=sys.stderr)
+        return paths
+
+    def _carry(self, job: Job) -> None:
+        """Commit the job's branch copies mid-step, at most every ``carry_every_s``."""
+        if self.commit and time.time() - self._last_carry >= self.carry_every_s:
+            git_commit(self._carry_paths(job, finished=False), f"Queue: {job.name}, progress copied to the branch",
+                       self.repo)
+
+    def _merge_carried_rows(self, job: Job) -> None:
+        """Merge into the job's working store the branch copies of every job that writes the same store, so a fresh
+        clone starts with what finished jobs measured."""
+        assert job.snapshot is not None
+        for other in self.jobs:
+            copy = self.repo / carry.rows_copy(other.name)
+            if other.snapshot and other.snapshot[0] == job.snapshot[0] and copy.is_file():
+                if n := carry.merge_rows(copy, self.repo / job.snapshot[0]):
+                    self.log(f"queue: {n} outcome rows of {other.name!r} merged from the branch's {copy.name}")
+
     def _job_paths(self, job: Job) -> list[str]:
         return [*self._progress_paths(job), *job.commit]
 
@@ -283,10 +364,12 @@ class Runner:
             if watch_state is not None and watch_state.exists() and watch_state.stat().st_mtime != seen:
                 seen = watch_state.stat().st_mtime
                 self._save_resume_point(job, epoch_message(job, watch_state))
+                self._carry(job)
             if job.snapshot and time.time() - last_snapshot > SNAPSHOT_EVERY_S:
                 last_snapshot = time.time()
                 if snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
                     self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
+                    self._carry(job)
         if job.snapshot and snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
             self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
         if proc.returncode != 0:

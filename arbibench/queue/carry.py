@@ -1,0 +1,141 @@
+"""What of a long job survives a lost checkout: small gzip'd copies on the branch, written at most once an hour.
+
+A job's resume point (:mod:`arbibench.queue.resume_point`) is a ref of this repository: it carries a job from one
+session to the next on the same clone, but a fresh clone, or a checkout rebuilt from the branch after a lost session,
+starts without it, and a training or a full-protocol run would start again from nothing. So the queue also commits
+to the branch, at most every :data:`CARRY_EVERY_S` of a job (and when a step ends):
+
+* a training's run folder as ``zoo_runs/carry/<job>.tar.gz`` (about 4 MB for a ResNet-20 BNN: weights, Adam state,
+  the best epoch's weights, the history), deleted from the branch when the job ends, since its exported checkpoint
+  is committed then;
+* a protocol job's outcomes, only the rows of its own models (``evaluations``, ``batches``, ``outcomes``, ``flags``),
+  as ``zoo_runs/carry/<job>.db.gz`` (a few MB for a model on the full protocol). These stay: every job that shares the
+  store merges them back before it starts, so a findings job finds every finished model's outcomes in a fresh clone.
+
+At one copy an hour a lost checkout costs at most an hour of a job, and the branch grows by a few MB per job-hour
+instead of the ~4 MB per epoch that committing every checkpoint would cost.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import sqlite3
+import tarfile
+import tempfile
+from pathlib import Path
+
+from arbibench.files import atomic_write_bytes
+from arbibench.queue import resume_point
+
+CARRY_DIR = "zoo_runs/carry"
+CARRY_EVERY_S = 3600.0
+_TABLES = ("evaluations", "batches", "outcomes", "flags")  # arbibench.evaluation.store's, parents first
+
+
+def _slug(job_name: str) -> str:
+    return resume_point.job_ref(job_name).removeprefix(resume_point.REF_PREFIX)
+
+
+def run_folder_copy(job_name: str) -> str:
+    """The branch path of a training job's run folder copy."""
+    return f"{CARRY_DIR}/{_slug(job_name)}.tar.gz"
+
+
+def rows_copy(job_name: str) -> str:
+    """The branch path of a protocol job's outcome rows."""
+    return f"{CARRY_DIR}/{_slug(job_name)}.db.gz"
+
+
+def pack_run_folder(repo: Path, watch: str, out: str) -> bool:
+    """The files of ``repo/watch`` (temporaries and hidden files left out) as a reproducible tar.gz at ``repo/out``
+    (member names are repository paths, no timestamps or owners); False when the folder has no state.json yet."""
+    folder = repo / watch
+    if not (folder / "state.json").is_file():
+        return False
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".") and p.suffix != ".tmp"]
+        for f in sorted(files):
+            data = f.read_bytes()
+            info = tarfile.TarInfo(f"{watch}/{f.name}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    atomic_write_bytes(buf.getvalue(), repo / out)
+    return True
+
+
+def unpack_run_folder(repo: Path, watch: str, copy: str) -> list[str]:
+    """Restore ``repo/watch`` from its branch copy when the copy is at a later epoch than the folder (or there is no
+    folder); returns the files written, state.json last."""
+    path = repo / copy
+    if not path.is_file():
+        return []
+    with tarfile.open(path, mode="r:gz") as tar:
+        return resume_point.restore_from_tar(repo, tar, watch, [])
+
+
+def export_rows(store: Path, models: tuple[str, ...], out: Path) -> int:
+    """The rows of ``models`` (every model when empty) in the SQLite result store ``store``, as a gzip'd SQLite file
+    at ``out``, read in one transaction while the protocol run may be writing; returns the outcome rows copied."""
+    from arbibench.evaluation.store import SCHEMA  # torch comes with it: the queue's start-up stays light
+
+    with tempfile.TemporaryDirectory() as tmp:
+        part = Path(tmp) / "rows.db"
+        dst = sqlite3.connect(part)
+        dst.executescript(SCHEMA)
+        dst.close()
+        src = sqlite3.connect(store, timeout=60)
+        try:
+            src.execute("ATTACH DATABASE ? AS part", (str(part),))
+            with src:  # one transaction: the four tables agree with each other
+                where = f"WHERE model_name IN ({','.join('?' * len(models))})" if models else ""
+                src.execute(f"INSERT INTO part.evaluations SELECT * FROM main.evaluations {where}", models)
+                for table in _TABLES[1:]:
+                    src.execute(f"INSERT INTO part.{table} SELECT * FROM main.{table} "
+                                "WHERE eval_key IN (SELECT eval_key FROM part.evaluations)")
+            n = int(src.execute("SELECT COUNT(*) FROM part.outcomes").fetchone()[0])
+            src.execute("DETACH DATABASE part")
+        finally:
+            src.close()
+        buf = io.BytesIO()
+        with open(part, "rb") as f, gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+            shutil.copyfileobj(f, gz)
+    atomic_write_bytes(buf.getvalue(), out)
+    return n
+
+
+def merge_rows(copy: Path, store: Path) -> int:
+    """Add the rows of a gzip'd copy to the SQLite result store ``store`` (created when missing); rows the store
+    already holds stay as they are. Returns the outcome rows that were new."""
+    from arbibench.evaluation.store import SCHEMA
+
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        part = Path(tmp) / "rows.db"
+        with gzip.open(copy, "rb") as gz, open(part, "wb") as f:
+            shutil.copyfileobj(gz, f)
+        conn = sqlite3.connect(store, timeout=60)
+        try:
+            conn.executescript(SCHEMA)
+            conn.execute("ATTACH DATABASE ? AS part", (str(part),))
+            before = int(conn.execute("SELECT COUNT(*) FROM main.outcomes").fetchone()[0])
+            with conn:
+                for table in _TABLES:
+                    conn.execute(f"INSERT OR IGNORE INTO main.{table} SELECT * FROM part.{table}")
+            after = int(conn.execute("SELECT COUNT(*) FROM main.outcomes").fetchone()[0])
+            conn.execute("DETACH DATABASE part")
+        finally:
+            conn.close()
+    return after - before
+
+
+def remove(repo: Path, path: str) -> bool:
+    """Delete a copy from the work tree; True when there was one."""
+    target = repo / path
+    if not target.is_file():
+        return False
+    os.unlink(target)
+    return True

@@ -1,0 +1,164 @@
+"""The queue's branch copies: a clone of the branch alone (no resume-point refs) resumes a training at its last copied
+epoch and finds the outcomes of every protocol job that wrote the shared store; copies of finished trainings leave
+the branch's tree, outcome copies stay."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arbibench.evaluation.store import ResultStore
+from arbibench.queue import carry
+from arbibench.queue.jobs import Job, QueueState
+from arbibench.queue.runner import Runner
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+@pytest.fixture()
+def repo(tmp_path, monkeypatch) -> Path:
+    for k, v in GIT_ENV.items():
+        monkeypatch.setenv(k, v)
+    import arbibench.queue.runner as runner_module
+
+    monkeypatch.setattr(runner_module, "POLL_S", 0.05)
+    r = tmp_path / "repo"
+    r.mkdir()
+    subprocess.run(["git", "-C", str(r), "init", "-q"], check=True)
+    (r / "README.md").write_text("x\n")
+    subprocess.run(["git", "-C", str(r), "add", "README.md"], check=True)
+    subprocess.run(["git", "-C", str(r), "commit", "-q", "-m", "start"], check=True)
+    return r
+
+
+def _clone(repo: Path, to: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", str(repo), str(to)], check=True)
+    return to
+
+
+def _tree(repo: Path) -> set[str]:
+    out = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True,
+                         text=True, check=True)
+    return set(out.stdout.split())
+
+
+def _run(repo: Path, jobs: list[Job], tmp_path: Path, name: str) -> int:
+    return Runner(jobs, QueueState.load(repo / "zoo_runs" / "state.json"), repo, tmp_path / name,
+                  log=lambda m: None, carry_every_s=0.0).run()
+
+
+# a training that resumes after the last epoch its run folder records, and logs each epoch it runs
+EPOCHS = ("import json, pathlib, time; run = pathlib.Path('run'); run.mkdir(exist_ok=True)\n"
+          "st = run / 'state.json'; first = json.loads(st.read_text())['epoch'] + 1 if st.exists() else 0\n"
+          "for e in range(first, 3):\n"
+          "    (run / 'weights.bin').write_bytes(bytes([e]) * 1000)\n"
+          "    with open(run / 'log', 'a') as f: f.write(f'epoch {e}\\n')\n"
+          "    st.write_text(json.dumps({'epoch': e})); time.sleep(0.4)\n")
+CHECK = ("import json, pathlib, sys; st = json.loads(pathlib.Path('run/state.json').read_text()); "
+         "sys.exit(0 if st['epoch'] == 2 and pathlib.Path('run/weights.bin').read_bytes() == bytes([2]) * 1000 "
+         "else 3)")
+
+
+def test_a_clone_without_the_resume_refs_resumes_the_training_from_the_branch_copy(repo, tmp_path):
+    fail = [sys.executable, "-c", "raise SystemExit(1)"]  # the session ends here
+    job = Job.from_dict({"name": "zoo v3: tiny", "steps": [[sys.executable, "-c", EPOCHS], fail], "watch": "run"})
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        _run(repo, [job], tmp_path, "runner1")
+    copy = carry.run_folder_copy(job.name)
+    assert copy == "zoo_runs/carry/zoo-v3-tiny.tar.gz"
+    assert copy in _tree(repo) and "run/state.json" not in _tree(repo)
+
+    clone = _clone(repo, tmp_path / "clone")
+    assert not (clone / "run").exists()
+    assert subprocess.run(["git", "-C", str(clone), "for-each-ref", "refs/arbibench"], capture_output=True,
+                          text=True).stdout == ""  # a clone does not fetch the resume points
+    resumed = Job.from_dict({"name": "zoo v3: tiny", "steps": [[sys.executable, "-c", EPOCHS],
+                                                              [sys.executable, "-c", CHECK]], "watch": "run"})
+    # the clone is another work tree: the job starts again at step 1, which finds every epoch done
+    assert _run(clone, [resumed], tmp_path, "runner2") == 1
+    assert (clone / "run" / "log").read_text() == "epoch 0\nepoch 1\nepoch 2\n"
+    assert copy not in _tree(clone)  # the finished job's copy leaves the tree ...
+    history = subprocess.run(["git", "-C", str(clone), "log", "--format=%s", "--", copy], capture_output=True,
+                             text=True).stdout.splitlines()
+    assert history[0] == "Queue: zoo v3: tiny, finished" and len(history) >= 2  # ... and stays in its history
+
+
+def test_a_branch_copy_behind_the_local_run_folder_is_not_restored(repo):
+    run = repo / "run"
+    run.mkdir()
+    (run / "state.json").write_text(json.dumps({"epoch": 4}))
+    assert carry.pack_run_folder(repo, "run", "c.tar.gz")
+    (run / "state.json").write_text(json.dumps({"epoch": 6}))
+    assert carry.unpack_run_folder(repo, "run", "c.tar.gz") == []
+    (run / "state.json").unlink()
+    assert carry.unpack_run_folder(repo, "run", "c.tar.gz") == ["run/state.json"]
+    assert json.loads((run / "state.json").read_text())["epoch"] == 4
+    assert not carry.pack_run_folder(repo, "empty", "d.tar.gz")  # nothing to copy before the first epoch
+
+
+def _write_rows(store: Path, model: str, n: int) -> str:
+    with ResultStore(store) as s:
+        key = s.register("hash-" + model, model, "pgd", {"attack": "pgd", "n": n})
+        s.commit_batch(key, 0, range(n), [True] * n, [i % 2 == 0 for i in range(n)], [0.03] * n, seconds=1.5)
+        s.add_flag(key, "unreliable", "a test flag")
+    return key
+
+
+def test_export_keeps_only_the_job_s_models_and_merging_twice_adds_nothing(tmp_path):
+    store, copy, fresh = tmp_path / "full.db", tmp_path / "rows.db.gz", tmp_path / "fresh.db"
+    key_a = _write_rows(store, "model_a", 7)
+    _write_rows(store, "model_b", 5)
+    assert carry.export_rows(store, ("model_a",), copy) == 7
+    assert carry.merge_rows(copy, fresh) == 7
+    assert carry.merge_rows(copy, fresh) == 0
+    with ResultStore(fresh) as s:
+        out = s.outcomes(key_a)
+        assert list(out.sample_index) == list(range(7)) and int(out.adv_correct.sum()) == 4
+        assert s.flags(key_a) == {"unreliable": "a test flag"} and s.batch_seconds(key_a) == 1.5
+        names = {r[0] for r in s.conn.execute("SELECT model_name FROM evaluations")}
+    assert names == {"model_a"}
+    assert carry.export_rows(store, (), copy) == 12  # no model named: the whole store
+
+
+def test_a_clone_starts_its_store_with_the_outcomes_of_every_job_that_wrote_it(repo, tmp_path):
+    write = ("from pathlib import Path; from arbibench.evaluation.store import ResultStore\n"
+             "with ResultStore(Path('runs/full.db')) as s:\n"
+             "    k = s.register('h-{m}', '{m}', 'pgd', {{'n': 3}})\n"
+             "    s.commit_batch(k, 0, range(3), [True] * 3, [True, False, True], [0.0] * 3)\n")
+    (repo / "runs").mkdir()
+    jobs = [Job.from_dict({"name": f"full protocol: {m}", "steps": [[sys.executable, "-c", write.format(m=m)]],
+                           "snapshot": ["runs/full.db", "zoo_runs/full.db"]}) for m in ("m1", "m2")]
+    assert _run(repo, jobs, tmp_path, "runner1") == 2
+    assert {carry.rows_copy(j.name) for j in jobs} <= _tree(repo)  # outcome copies stay on the branch
+
+    clone = _clone(repo, tmp_path / "clone")
+    count = ("import sqlite3, sys; n = sqlite3.connect('runs/full.db').execute("
+             "'SELECT COUNT(DISTINCT eval_key), COUNT(*) FROM outcomes').fetchone(); sys.exit(0 if n == (2, 6) else 5)")
+    findings = Job.from_dict({"name": "findings", "steps": [[sys.executable, "-c", count]],
+                              "snapshot": ["runs/full.db", "zoo_runs/full.db"]})
+    assert _run(clone, [*jobs, findings], tmp_path, "runner2") == 1
+
+
+def test_a_job_cut_off_in_another_work_tree_runs_its_steps_again_and_commits_every_output(repo, tmp_path):
+    # step 1's card is committed only when the job ends: a clone of the cut-off job must write it again
+    card = [sys.executable, "-c", "import pathlib; pathlib.Path('card.json').write_text('{}')"]
+    job = Job.from_dict({"name": "cards", "steps": [card, [sys.executable, "-c", "raise SystemExit(1)"]],
+                         "commit": ["card.json"]})
+    with pytest.raises(RuntimeError):
+        _run(repo, [job], tmp_path, "runner1")
+    assert "card.json" not in _tree(repo)
+    needs_card = [sys.executable, "-c", "import pathlib; pathlib.Path('card.json').read_text()"]
+    again = Job.from_dict({"name": "cards", "steps": [card, needs_card], "commit": ["card.json"]})
+    clone = _clone(repo, tmp_path / "clone")
+    assert _run(clone, [again], tmp_path, "runner2") == 1
+    assert "card.json" in _tree(clone)
+    state = json.loads((clone / "zoo_runs" / "state.json").read_text())
+    assert state["done_steps"] == {"cards": 2} and state["work_tree"] == {}
+    # the same work tree resumes at the step where it stopped: step 1 is not run a second time
+    (repo / "card.json").unlink()
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        _run(repo, [again], tmp_path, "runner1")
