@@ -277,7 +277,7 @@ def test_status_names_the_running_job_and_a_training_s_hours_so_far(tmp_path, mo
     run.mkdir()
     (run / "state.json").write_text(json.dumps({"epoch": 2, "history": [{}, {}, {}], "elapsed_s": 5400.0,
                                                 "recipe": {"epochs": 10}}))
-    plan = _plan(tmp_path, [{"name": "done", "steps": [["true"]]},
+    plan = _plan(tmp_path, [{"name": "done", "steps": [["true"]], "watch": "gone", "budget_epochs": 60},
                             {"name": "training", "steps": [["true"]], "watch": "run"},
                             {"name": "later", "steps": [["true"]], "budget_epochs": 30}])
     state = tmp_path / "state.json"
@@ -299,6 +299,7 @@ def test_status_names_the_running_job_and_a_training_s_hours_so_far(tmp_path, mo
     (runner_dir / "pid").write_text(f"{os.getpid()}\n")  # a live process stands for the runner
     live = rows()
     assert live["done"][0].startswith("finished") and live["training"][0] == "running"
+    assert live["done"][2] == ""  # a finished training whose run folder is gone claims no epoch count
     assert live["later"][0] == "waiting" and live["later"][2] == "epoch 0 of 30"
 
 

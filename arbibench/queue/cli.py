@@ -119,7 +119,7 @@ def _job_progress(job: Job, st: QueueState, current: str | None
             progress += " (stopped early)"
         else:
             left = per_epoch * max(budget - done, 0) / 3600
-    elif job.budget_epochs:
+    elif job.budget_epochs and job.name not in st.finished:  # a finished job's run folder may be gone: no figure
         progress = f"epoch 0 of {job.budget_epochs}"
     if job.name in st.finished:
         return f"finished {st.finished[job.name]}", progress, seconds, 0.0, None
