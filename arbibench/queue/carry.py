@@ -21,6 +21,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import shutil
 import sqlite3
 import tarfile
@@ -77,19 +78,28 @@ def unpack_run_folder(repo: Path, watch: str, copy: str) -> list[str]:
         return resume_point.restore_from_tar(repo, tar, watch, [])
 
 
+def _create_tables(conn: sqlite3.Connection, source: str, target: str) -> None:
+    """Create in schema ``target`` each result-store table of schema ``source`` it lacks, from the source's own
+    definitions (the queue reads stores without importing arbibench.evaluation, and a copy keeps its schema)."""
+    have = {r[0] for r in conn.execute(f"SELECT name FROM {target}.sqlite_master WHERE type = 'table'")}
+    for table in _TABLES:
+        row = conn.execute(f"SELECT sql FROM {source}.sqlite_master WHERE type = 'table' AND name = ?",
+                           (table,)).fetchone()
+        if row is None:
+            raise sqlite3.OperationalError(f"no table {table!r}: not an arbibench result store")
+        if table not in have:
+            conn.execute(re.sub(r"^CREATE TABLE (IF NOT EXISTS )?", f"CREATE TABLE {target}.", row[0]))
+
+
 def export_rows(store: Path, models: tuple[str, ...], out: Path) -> int:
     """The rows of ``models`` (every model when empty) in the SQLite result store ``store``, as a gzip'd SQLite file
     at ``out``, read in one transaction while the protocol run may be writing; returns the outcome rows copied."""
-    from arbibench.evaluation.store import SCHEMA  # torch comes with it: the queue's start-up stays light
-
     with tempfile.TemporaryDirectory() as tmp:
         part = Path(tmp) / "rows.db"
-        dst = sqlite3.connect(part)
-        dst.executescript(SCHEMA)
-        dst.close()
         src = sqlite3.connect(store, timeout=60)
         try:
             src.execute("ATTACH DATABASE ? AS part", (str(part),))
+            _create_tables(src, "main", "part")
             with src:  # one transaction: the four tables agree with each other
                 where = f"WHERE model_name IN ({','.join('?' * len(models))})" if models else ""
                 src.execute(f"INSERT INTO part.evaluations SELECT * FROM main.evaluations {where}", models)
@@ -110,8 +120,6 @@ def export_rows(store: Path, models: tuple[str, ...], out: Path) -> int:
 def merge_rows(copy: Path, store: Path) -> int:
     """Add the rows of a gzip'd copy to the SQLite result store ``store`` (created when missing); rows the store
     already holds stay as they are. Returns the outcome rows that were new."""
-    from arbibench.evaluation.store import SCHEMA
-
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         part = Path(tmp) / "rows.db"
@@ -119,8 +127,8 @@ def merge_rows(copy: Path, store: Path) -> int:
             shutil.copyfileobj(gz, f)
         conn = sqlite3.connect(store, timeout=60)
         try:
-            conn.executescript(SCHEMA)
             conn.execute("ATTACH DATABASE ? AS part", (str(part),))
+            _create_tables(conn, "part", "main")
             before = int(conn.execute("SELECT COUNT(*) FROM main.outcomes").fetchone()[0])
             with conn:
                 for table in _TABLES:
