@@ -162,3 +162,26 @@ def test_a_job_cut_off_in_another_work_tree_runs_its_steps_again_and_commits_eve
     (repo / "card.json").unlink()
     with pytest.raises(RuntimeError, match="exited with 1"):
         _run(repo, [again], tmp_path, "runner1")
+
+
+def test_status_in_a_clone_reads_the_training_s_epochs_from_the_branch_copy(repo, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    run = repo / "run"
+    run.mkdir()
+    (run / "state.json").write_text(json.dumps({"epoch": 3, "history": [{}] * 4, "elapsed_s": 3600.0}))
+    copy = carry.run_folder_copy("zoo v3: tiny")
+    assert carry.pack_run_folder(repo, "run", copy)
+    (run / "state.json").unlink()
+    plan = repo / "queue.json"
+    plan.write_text(json.dumps({"jobs": [{"name": "zoo v3: tiny", "steps": [["true"]], "watch": "run",
+                                          "budget_epochs": 60}]}))
+    monkeypatch.chdir(repo)
+    out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(repo / "state.json"),
+                                   "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    row = next(line for line in out.output.splitlines() if "zoo v3: tiny" in line)
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[1] == "stopped mid-job" and cells[3] == "epoch 4 of 60 (the branch's copy)" and cells[4] == "1.00"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ import sqlite3
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from arbibench.files import atomic_write_bytes
 from arbibench.queue import resume_point
@@ -89,6 +91,19 @@ def _create_tables(conn: sqlite3.Connection, source: str, target: str) -> None:
             raise sqlite3.OperationalError(f"no table {table!r}: not an arbibench result store")
         if table not in have:
             conn.execute(re.sub(r"^CREATE TABLE (IF NOT EXISTS )?", f"CREATE TABLE {target}.", row[0]))
+
+
+def copied_state(repo: Path, watch: str, copy: str) -> dict[str, Any] | None:
+    """The state.json in a run folder's branch copy (None without a copy), for ``queue status`` in a clone."""
+    path = repo / copy
+    if not path.is_file():
+        return None
+    with tarfile.open(path, mode="r:gz") as tar:
+        try:
+            member = tar.extractfile(f"{watch}/state.json")
+        except KeyError:
+            return None
+        return json.loads(member.read()) if member is not None else None
 
 
 def export_rows(store: Path, models: tuple[str, ...], out: Path) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -108,13 +108,13 @@ def _job_progress(job: Job, st: QueueState, current: str | None
         progress, left = _protocol_progress(runs, job.snapshot)
         if left is None:
             cards = _quick_card_projection(runs)
-    elif job.watch and (Path(job.watch) / "state.json").is_file():
-        run_state = json.loads((Path(job.watch) / "state.json").read_text())
+    elif job.watch and (run_state := _run_state(job)) is not None:
         done = len(run_state.get("history", []))
         budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
         per_epoch = run_state.get("elapsed_s", 0.0) / max(done, 1)
         seconds = max(seconds, run_state.get("elapsed_s", 0.0))  # a training's step ends only with the run
-        progress = f"epoch {done} of {budget}"
+        progress = f"epoch {done} of {budget}" + ("" if (Path(job.watch) / "state.json").is_file() else
+                                                  " (the branch's copy)")
         if run_state.get("stopped_early"):
             progress += " (stopped early)"
         else:
@@ -125,11 +125,22 @@ def _job_progress(job: Job, st: QueueState, current: str | None
         return f"finished {st.finished[job.name]}", progress, seconds, 0.0, None
     if job.name == current:
         label = "running"
-    elif st.done_steps.get(job.name) or (job.watch and (Path(job.watch) / "state.json").is_file()):
+    elif st.done_steps.get(job.name) or (job.watch and _run_state(job) is not None):
         label = "stopped mid-job"
     else:
         label = "waiting"
     return label, progress, seconds, left, cards
+
+
+def _run_state(job: Job) -> dict[str, Any] | None:
+    """A training job's state.json: its run folder's, else that of its copy on the branch (a fresh clone)."""
+    from arbibench.queue import carry  # start-up: --help stays light
+
+    assert job.watch is not None
+    local = Path(job.watch) / "state.json"
+    if local.is_file():
+        return dict(json.loads(local.read_text()))
+    return carry.copied_state(Path.cwd(), job.watch, carry.run_folder_copy(job.name))
 
 
 def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -> tuple[str, float | None]:
