@@ -332,3 +332,31 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     assert out.exit_code == 0, out.output
     low, high = p.total_h
     assert f"{low:.1f}-{high:.1f} (quick cards)" in out.output and "not started" in out.output
+
+
+def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, monkeypatch):
+    # A protocol step runs for many hours across sessions; the queue's record gets its time only when it ends, the
+    # store gets each batch's seconds as it commits it, so the hours so far come from there.
+    from typer.testing import CliRunner
+
+    import arbibench.protocol.progress as progress_module
+    from arbibench.cli import app
+    from arbibench.protocol.progress import EvaluationProgress, ProtocolProgress
+
+    def fake(protocol, model, db, **kw):
+        return ProtocolProgress(model, protocol.name, [EvaluationProgress("clean", 50, 50, 900.0),
+                                                       EvaluationProgress("pgd", 50, 10, 6300.0)])
+
+    monkeypatch.setattr(progress_module, "protocol_progress", fake)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "full.db").touch()
+    step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "full.db"]
+    plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"elapsed_s": {"full": 60.0}}))
+    out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(state),
+                                   "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    row = next([c.strip() for c in line.split("│")[1:-1]] for line in out.output.splitlines() if "│ full" in line)
+    # 60 of 100 batches stored in 7,200 s: 2.00 h so far; 40 pgd batches left at 630 s each: 7.0 h
+    assert row[3] == "batches 60/100" and row[4] == "2.00" and row[5] == "7.0"

@@ -105,7 +105,8 @@ def _job_progress(job: Job, st: QueueState, current: str | None
     seconds = st.elapsed_s.get(job.name, 0.0)
     runs = [r for r in (protocol_run_step(s) for s in job.steps) if r is not None and r.models]
     if runs and job.name not in st.finished and job.snapshot:  # a long protocol job: batches from its store
-        progress, left = _protocol_progress(runs, job.snapshot)
+        progress, left, stored_s = _protocol_progress(runs, job.snapshot)
+        seconds = max(seconds, stored_s)  # a step's time reaches the record only when it ends; its batches' sooner
         if left is None:
             cards = _quick_card_projection(runs)
     elif job.watch and (run_state := _run_state(job)) is not None:
@@ -143,18 +144,19 @@ def _run_state(job: Job) -> dict[str, Any] | None:
     return carry.copied_state(Path.cwd(), job.watch, carry.run_folder_copy(job.name))
 
 
-def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -> tuple[str, float | None]:
-    """"batches done/total" of a protocol job's models and the projected hours left, read from its store (the
-    working copy while it runs, else the tracked snapshot); planning loads each model, a second or two each."""
+def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -> tuple[str, float | None, float]:
+    """"batches done/total" of a protocol job's models, the projected hours left and the seconds its stored batches
+    took, read from its store (the working copy while it runs, else the tracked snapshot); planning loads each
+    model, a second or two each."""
     from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
     from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
     from arbibench.protocol.progress import protocol_progress  # start-up: as above
 
     path = Path(snapshot[0]) if Path(snapshot[0]).is_file() else Path(snapshot[1])
     if not path.is_file():
-        return "not started", None
+        return "not started", None, 0.0
     done = total = unknown = 0
-    hours = 0.0
+    hours = so_far = 0.0
     with ResultStore(path) as db:
         for run in runs:
             protocol = get_protocol(run.preset, run.quick)
@@ -164,9 +166,9 @@ def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -
                 p = protocol_progress(protocol, model, db, inference=run.inference)
                 done, total = done + p.done, total + p.batches
                 h, u = p.hours_left()
-                hours, unknown = hours + h, unknown + u
+                hours, unknown, so_far = hours + h, unknown + u, so_far + p.hours_so_far
     note = f" ({unknown} evaluations not started: not counted)" if unknown else ""
-    return f"batches {done}/{total}{note}", hours
+    return f"batches {done}/{total}{note}", hours, so_far * 3600
 
 
 def _quick_card_projection(runs: list[ProtocolRunStep]) -> tuple[float, float] | None:
