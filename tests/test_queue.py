@@ -360,3 +360,35 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
     row = next([c.strip() for c in line.split("│")[1:-1]] for line in out.output.splitlines() if "│ full" in line)
     # 60 of 100 batches stored in 7,200 s: 2.00 h so far; 40 pgd batches left at 630 s each: 7.0 h
     assert row[3] == "batches 60/100" and row[4] == "2.00" and row[5] == "7.0"
+
+
+def test_status_without_the_data_reports_instead_of_downloading(tmp_path, monkeypatch, data_dir):
+    # Planning a protocol job reads the CIFAR-10 test images; a status in a shell without ARBIBENCH_DATA must say so,
+    # not start a 170 MB download (nor fail with a network error).
+    from typer.testing import CliRunner
+
+    import arbibench.data.cifar10 as cifar10_module
+    import arbibench.protocol.progress as progress_module
+    from arbibench.cli import app
+
+    def no_download(*a, **kw):
+        raise AssertionError("queue status started a download")
+
+    def no_planning(*a, **kw):
+        raise AssertionError("queue status planned a protocol without its data")
+
+    monkeypatch.setattr(cifar10_module, "download_and_extract", no_download)
+    monkeypatch.setattr(progress_module, "protocol_progress", no_planning)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "full.db").touch()
+    step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "full.db"]
+    plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(tmp_path / "state.json"),
+                                   "--run-dir", str(tmp_path / "runner")],
+                             env={"COLUMNS": "250", "ARBIBENCH_DATA": str(empty)})
+    assert out.exit_code == 0, out.output
+    assert "unknown: CIFAR-10 not found (set ARBIBENCH_DATA)" in out.output
+    assert not cifar10_module.has_cifar10("test", empty)
+    assert cifar10_module.has_cifar10("test", data_dir)  # the real data folder is found

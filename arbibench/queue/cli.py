@@ -148,6 +148,7 @@ def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -
     """"batches done/total" of a protocol job's models, the projected hours left and the seconds its stored batches
     took, read from its store (the working copy while it runs, else the tracked snapshot); planning loads each
     model, a second or two each."""
+    from arbibench.data.cifar10 import has_cifar10  # start-up: as above
     from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
     from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
     from arbibench.protocol.progress import protocol_progress  # start-up: as above
@@ -162,6 +163,8 @@ def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -
             protocol = get_protocol(run.preset, run.quick)
             if not isinstance(protocol, Protocol):  # protocol_run_step leaves out corruption runs
                 continue
+            if protocol.dataset == "cifar10" and not has_cifar10("test"):  # planning reads the test images, and a
+                return "unknown: CIFAR-10 not found (set ARBIBENCH_DATA)", None, 0.0  # status never downloads them
             for model in run.models:
                 p = protocol_progress(protocol, model, db, inference=run.inference)
                 done, total = done + p.done, total + p.batches
