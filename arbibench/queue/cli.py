@@ -148,7 +148,7 @@ def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -
     """"batches done/total" of a protocol job's models, the projected hours left and the seconds its stored batches
     took, read from its store (the working copy while it runs, else the tracked snapshot); planning loads each
     model, a second or two each."""
-    from arbibench.data.cifar10 import has_cifar10  # start-up: as above
+    from arbibench.data.cifar10 import has_cifar10  # start-up: loads numpy, only for protocol jobs
     from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
     from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
     from arbibench.protocol.progress import protocol_progress  # start-up: as above
