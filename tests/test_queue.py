@@ -312,7 +312,11 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     from arbibench.protocol.projection import project_from_quick_card
 
     root = Path(__file__).resolve().parents[1]
-    card = json.loads((root / "model_info" / "cifar10" / "Linf" / "resnet20_fp_at.json").read_text())
+    # the shipped card's attack times, as a quick card (the shipped one becomes a full card once the queue runs it)
+    card = {**json.loads((root / "model_info" / "cifar10" / "Linf" / "resnet20_fp_at.json").read_text()), "quick": True}
+    model_info = tmp_path / "model_info"
+    (model_info / "cifar10" / "Linf").mkdir(parents=True)
+    (model_info / "cifar10" / "Linf" / "resnet20_fp_at.json").write_text(json.dumps(card))
     white = sum(a["seconds"] for a in card["attacks"].values() if a["family"] == "white-box")
     black = sum(a["seconds"] for a in card["attacks"].values() if a["family"] == "black-box")
     p = project_from_quick_card(card)
@@ -325,7 +329,7 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
 
     monkeypatch.chdir(tmp_path)
     step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp_at", "--store", "full.db",
-            "--model-info", str(root / "model_info")]
+            "--model-info", str(model_info)]
     plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
     out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(tmp_path / "state.json"),
                                    "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
