@@ -101,3 +101,19 @@ def test_protocol_run_model_can_run_unpooled_with_the_same_rows(
             rows[pool] = conn.execute("SELECT * FROM outcomes ORDER BY eval_key, sample_index").fetchall()
     assert len(rows[True]) == 2 * 12  # the clean pass and square on the 12 black-box images
     assert rows[False] == rows[True]
+
+
+def test_pooled_batches_store_seconds_that_add_up_to_the_wall_time(tmp_path: Path, data_dir: Path) -> None:
+    """Pooled batches overlap; each stores its share (time since the previous commit), so an attack's stored
+    seconds add up to its wall time instead of counting the shared forward passes once per batch."""
+    import time
+
+    x, y, idx = load_cifar10(24, data_dir=data_dir)
+    start = time.perf_counter()
+    _run(tmp_path, "square", True, x, y, idx)  # 4 store batches of 6, pooled together
+    wall = time.perf_counter() - start
+    store = ResultStore(tmp_path / "square-True.sqlite")
+    key = store.conn.execute("SELECT eval_key FROM evaluations WHERE attack = 'square'").fetchone()[0]
+    seconds = [s for (s,) in store.conn.execute("SELECT seconds FROM batches WHERE eval_key = ?", (key,))]
+    assert len(seconds) == 4 and all(s >= 0 for s in seconds)
+    assert 0 < sum(seconds) <= wall  # each batch's own start-to-commit time summed to more than the run took

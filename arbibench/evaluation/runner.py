@@ -152,30 +152,35 @@ def _run_pooled(
     # the queries go to the deployed network when it decides, else to the fused path of the simulation
     fused = ctx.oracle if ctx.oracle is not None else inference_model(ctx.model)[0]
     decider = ctx.decider
-    started: dict[int, tuple[_Batch, float]] = {}
+    started: dict[int, _Batch] = {}
 
     def sessions() -> Iterator[tuple[int, QuerySteps]]:
         for b in pending:
             if ctx.store.has_batch(key, b):  # committed meanwhile by another process on this store
                 continue
             batch = _prepare(ctx, b, clean)
-            started[b] = (batch, time.perf_counter())
             if len(batch.attacked) == 0:
                 outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, None)
                 commit_outcome(ctx, key, outcome, 0.0)
                 progress.advance(task, len(batch.y))
                 continue
+            started[b] = batch
             yield b, attack.session(decider, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
 
     # At least POOL_ROWS live rows, whatever the store batch size, so small store batches start side by side. Each
     # batch still runs its own attack steps: four store batches of 50 ran Square at 0.84x the speed of one of 200
     # (BENCHMARKS.md), so the default store batch stays 200.
     rows = max(ctx.batch_size, POOL_ROWS)
+    last_commit = time.perf_counter()
     for b, output in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=rows):
-        batch, t0 = started.pop(b)
-        # seconds: wall time from the batch's start to its commit (pooled batches overlap, so they do not add up)
+        batch = started.pop(b)
+        # seconds: the wall time since the previous commit of this pooled run. Pooled batches overlap, so each one's
+        # own start-to-commit time would count the shared forward passes several times over (a full card's 500
+        # black-box images in three pooled batches summed to 2-3x the run's wall time); these shares add up to it.
+        now = time.perf_counter()
         outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
-        commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
+        commit_outcome(ctx, key, outcome, now - last_commit)
+        last_commit = now
         progress.advance(task, len(batch.y))
 
 
@@ -217,7 +222,8 @@ def evaluate(
     holds either way: the same seed gives the same stored numbers (outcomes, perturbations, query counts), pooled or
     not, resumed or not, because each batch draws from its own generator seeded by (seed, batch index) and a
     model's answer for an image does not depend on the other images it is batched with (``tests/test_pooled.py``).
-    Pooled batches overlap in time, so their stored seconds are wall time per batch, not additive.
+    Pooled batches overlap in time, so each stores its share of the wall time (the time since the previous commit):
+    an attack's stored seconds add up to the time it took.
 
     ``backend`` (e.g. :class:`~arbibench.evaluation.ray_backend.RayBackend`) computes the missing batches elsewhere
     with :func:`~arbibench.evaluation.batch.compute_batch`, and this process commits them: the same rows as a local
