@@ -139,6 +139,19 @@ def test_the_shipped_plan_loads_and_holds_the_zoo_continuations():
     assert any(j.snapshot for j in jobs)  # the full-protocol stores are carried across sessions
 
 
+def test_the_shipped_findings_read_only_stores_an_earlier_job_carried():
+    """A findings report must not start hours of attacks, nor depend on a store a lost checkout took with it: each
+    report step is --stored-only and reads a store that an earlier job snapshots (and so carries to the branch)."""
+    jobs = load_plan(Path(__file__).resolve().parents[1] / "zoo_runs" / "queue.json")
+    findings = [i for i, j in enumerate(jobs) if j.name.startswith("findings: ")]
+    assert findings
+    for i in findings:
+        carried = {j.snapshot[0] for j in jobs[:i] if j.snapshot}
+        reports = [s for s in jobs[i].steps if list(s[:3]) == ["arbibench", "protocol", "report"]]
+        assert reports and all("--stored-only" in s for s in reports), jobs[i].name
+        assert set(jobs[i].stores) <= carried, (jobs[i].name, set(jobs[i].stores) - carried)
+
+
 def test_the_runner_refuses_a_second_runner(tmp_path):
     run_dir = tmp_path / "runner"
     run_dir.mkdir()

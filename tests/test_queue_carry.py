@@ -142,6 +142,12 @@ def test_a_clone_starts_its_store_with_the_outcomes_of_every_job_that_wrote_it(r
                               "snapshot": ["runs/full.db", "zoo_runs/full.db"]})
     assert _run(clone, [*jobs, findings], tmp_path, "runner2") == 1
 
+    # a report job has no snapshot of its own: it finds the rows through the --store its step names
+    report_clone = _clone(repo, tmp_path / "report_clone")
+    report = Job.from_dict({"name": "report", "steps": [[sys.executable, "-c", count, "--store", "runs/full.db"]]})
+    assert report.stores == ("runs/full.db",)
+    assert _run(report_clone, [*jobs, report], tmp_path, "runner3") == 1
+
 
 def test_a_job_cut_off_in_another_work_tree_runs_its_steps_again_and_commits_every_output(repo, tmp_path):
     # step 1's card is committed only when the job ends: a clone of the cut-off job must write it again

@@ -27,6 +27,18 @@ class Job:
     commit: tuple[str, ...] = ()
     budget_epochs: int | None = None  # for the status projection of training jobs
 
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """Every result store the job writes or reads: its snapshot's working store and each ``--store`` of its steps
+        (a findings report reads stores that other jobs carried, and must find their rows in a fresh clone too)."""
+        found = [self.snapshot[0]] if self.snapshot else []
+        for step in self.steps:
+            for i, arg in enumerate(step[:-1]):
+                if arg == "--store":
+                    found.append(step[i + 1])
+            found += [arg.removeprefix("--store=") for arg in step if arg.startswith("--store=")]
+        return tuple(dict.fromkeys(found))
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
         unknown = set(d) - {"name", "steps", "watch", "snapshot", "commit", "budget_epochs"}

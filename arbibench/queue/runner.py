@@ -248,10 +248,9 @@ class Runner:
         if job.watch and (restored := carry.unpack_run_folder(self.repo, job.watch,
                                                                 carry.run_folder_copy(job.name))):
             self.log(f"queue: restored {len(restored)} file(s) from the branch's {carry.run_folder_copy(job.name)}")
-        if job.snapshot:
-            if restore_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
-                self.log(f"queue: resumed the store from {job.snapshot[1]}")
-            self._merge_carried_rows(job)
+        if job.snapshot and restore_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
+            self.log(f"queue: resumed the store from {job.snapshot[1]}")
+        self._merge_carried_rows(job)
         self._last_carry = time.time()
         for i in range(start, len(job.steps)):
             self._wait_for_holders()
@@ -335,14 +334,14 @@ class Runner:
                        self.repo)
 
     def _merge_carried_rows(self, job: Job) -> None:
-        """Merge into the job's working store the branch copies of every job that writes the same store, so a fresh
-        clone starts with what finished jobs measured."""
-        assert job.snapshot is not None
-        for other in self.jobs:
-            copy = self.repo / carry.rows_copy(other.name)
-            if other.snapshot and other.snapshot[0] == job.snapshot[0] and copy.is_file():
-                if n := carry.merge_rows(copy, self.repo / job.snapshot[0]):
-                    self.log(f"queue: {n} outcome rows of {other.name!r} merged from the branch's {copy.name}")
+        """Merge into each store the job writes or reads the branch copies of every job that writes that store, so
+        a fresh clone starts with what finished jobs measured (a findings report included)."""
+        for store in job.stores:
+            for other in self.jobs:
+                copy = self.repo / carry.rows_copy(other.name)
+                if other.snapshot and other.snapshot[0] == store and copy.is_file():
+                    if n := carry.merge_rows(copy, self.repo / store):
+                        self.log(f"queue: {n} outcome rows of {other.name!r} merged from the branch's {copy.name}")
 
     def _job_paths(self, job: Job) -> list[str]:
         return [*self._progress_paths(job), *job.commit]
