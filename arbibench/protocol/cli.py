@@ -97,7 +97,7 @@ def protocol_run(
     from arbibench.evaluation.store import ResultStore  # start-up: as above
     from arbibench.protocol.cards import write_protocol_card  # start-up: the run loads torch
     from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
-    from arbibench.protocol.report import findings_table, model_table, summary_table  # start-up: as above
+    from arbibench.protocol.report import claims_table, findings_table, model_table, summary_table  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
     protocol = _protocol(name, quick, demo)
@@ -135,6 +135,8 @@ def protocol_run(
     findings = protocol_findings(results)
     if findings:
         console.print(findings_table(findings))
+        if (claims := claims_table(findings, protocol.dataset)) is not None:
+            console.print(claims)
     console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
 
 
@@ -186,7 +188,7 @@ def protocol_report(
     from arbibench.files import atomic_write, atomic_write_json  # start-up: beside the run's imports
     from arbibench.protocol.findings_page import findings_markdown  # start-up: as above
     from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
-    from arbibench.protocol.report import findings_table, summary_table  # start-up: as above
+    from arbibench.protocol.report import claims_table, findings_table, summary_table  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
     protocol = _protocol(name, quick, demo)
@@ -219,6 +221,8 @@ def protocol_report(
     findings = protocol_findings(results)
     if findings:
         console.print(findings_table(findings))
+        if (claims := claims_table(findings, protocol.dataset)) is not None:
+            console.print(claims)
     elif markdown is None:
         fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
     if json_out is not None:

@@ -13,6 +13,7 @@ from datetime import date
 from typing import Any
 
 from arbibench.evaluation.findings import TwinComparison, verdict_counts
+from arbibench.protocol.claims import CLAIM_DATASETS, check_claims, claims_markdown, verdicts_from_json, verdicts_of
 from arbibench.protocol.presets import BLACK_BOX, WHITE_BOX, Protocol
 from arbibench.protocol.run import ALL, ModelEvaluation
 
@@ -41,6 +42,22 @@ def _previous_verdicts(previous: Mapping[str, Any] | None) -> dict[tuple[str, st
     if previous is None:
         return {}
     return {(f["model"], f["twin"], f["setting"]): f for f in previous.get("findings", [])}
+
+
+def _claims_section(findings: Sequence[TwinComparison], protocol: Protocol,
+                    previous: Mapping[str, Any] | None) -> list[str]:
+    if protocol.dataset not in CLAIM_DATASETS:
+        return []
+    checks = check_claims(verdicts_of(findings), protocol.dataset)
+    earlier = check_claims(verdicts_from_json(previous), protocol.dataset) if previous is not None else None
+    label = previous.get("protocol", "earlier report") if previous is not None else None
+    return [
+        "", "## The paper's claims on this zoo", "",
+        "ARBiBench's claims for standard-trained BNNs, each read off the verdicts above: a claim about direction "
+        "holds when every BNN's interval says so, partly when some do; the similarity claim holds in a setting when "
+        "every BNN got the same verdict. Pairs with an adversarially trained twin are not counted.",
+        "", *claims_markdown(checks, earlier, label),
+    ]
 
 
 def findings_markdown(
@@ -108,6 +125,7 @@ def findings_markdown(
         lines += ["", f"Verdicts: {counts}."]
         if label is not None:
             lines.append(f"Verdicts that differ from {label}'s: {moved} of {len(findings)}.")
+    lines += _claims_section(findings, protocol, previous)
     if left_out:
         lines += ["", "## Left out", ""]
         lines += [f"- `{name}`: {why}" for name, why in sorted(left_out.items())]

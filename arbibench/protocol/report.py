@@ -1,4 +1,5 @@
-"""Terminal tables for protocol results: per model, the zoo summary, and each BNN against its FP twin."""
+"""Terminal tables for protocol results: per model, the zoo summary, each BNN against its FP twin, the paper's
+claims."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich import box
 from rich.table import Table
 
 from arbibench.evaluation.findings import LESS_ROBUST, MORE_ROBUST, TwinComparison, verdict_counts
+from arbibench.protocol.claims import CLAIM_DATASETS, DOES_NOT_HOLD, HOLDS, SAME_VERDICT, check_claims, verdicts_of
 from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
 from arbibench.protocol.run import ALL, ModelEvaluation
 
@@ -106,6 +108,21 @@ def findings_table(rows: Sequence[TwinComparison]) -> Table:
                   f"{r.bnn.value:.3f}",
                   f"{r.fp.value:.3f}", f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
                   f"[{style}]{r.verdict}[/]")
+    return t
+
+
+def claims_table(findings: Sequence[TwinComparison], dataset: str) -> Table | None:
+    """The paper's claims, each read off the standard-trained BNNs' verdicts (:mod:`arbibench.protocol.claims`);
+    None for a dataset the paper makes no claim about."""
+    if dataset not in CLAIM_DATASETS:
+        return None
+    t = Table(title="ARBiBench's claims on these models (standard-trained pairs)", box=box.SIMPLE_HEAD)
+    for col in ("claim", "setting", "BNNs", "as claimed", "opposite", "on these models"):
+        t.add_column(col, justify="right" if col in ("BNNs", "as claimed", "opposite") else "left", overflow="fold")
+    for c in check_claims(verdicts_of(findings), dataset):
+        style = {HOLDS: "green", DOES_NOT_HOLD: "red"}.get(c.status, "dim")
+        t.add_row(c.claim, c.setting, str(c.n_models), str(c.as_claimed),
+                  "-" if c.expected == SAME_VERDICT else str(c.opposite), f"[{style}]{c.summary()}[/]")
     return t
 
 
