@@ -178,6 +178,18 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
     assert alone.exit_code == 2 and "include both" in alone.output
 
 
+def _check_claims_section(text: str, rows: list[str], earlier: dict) -> None:
+    """The paper's claims on the page, read off the same verdicts, beside what the earlier report made of them."""
+    claims = text.split("## The paper's claims on this zoo", 1)[1].splitlines()
+    claim_rows = [line for line in claims if line.startswith("| ") and "---" not in line][1:]
+    assert len(claim_rows) == 4 and claims[4].endswith("| cifar10 (quick) |")
+    white = next(r for r in claim_rows if "under white-box attacks" in r)
+    now = [c.strip() for c in next(r for r in rows if "| white-box (" in r).strip("|").split("|")][7]  # verdict
+    before = next(f for f in earlier["findings"] if f["setting"] == "white-box")["verdict"]  # the edited one
+    assert f"| 1 | {int(now == 'less robust')} | {int(now == 'more robust')} |" in white
+    assert white.endswith(f"| {'holds (1 of 1)' if before == 'less robust' else 'does not hold (0 of 1)'} |")
+
+
 def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run, tiny_protocol, tmp_path,
                                                                        monkeypatch, data_dir):
     import json
@@ -222,15 +234,7 @@ def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run,
     assert len(rows) == len(payload["findings"]) == 3
     assert f"Verdicts that differ from cifar10 (quick)'s: 1 of {len(rows)}." in text
     assert "--stored-only" in text  # the page names the command that made it
-    # the paper's claims, read off the same verdicts, beside what the earlier report made of them
-    claims = text.split("## The paper's claims on this zoo", 1)[1].splitlines()
-    claim_rows = [line for line in claims if line.startswith("| ") and "---" not in line][1:]
-    assert len(claim_rows) == 4 and claims[4].endswith("| cifar10 (quick) |")
-    white = next(r for r in claim_rows if "under white-box attacks" in r)
-    now = [c.strip() for c in next(r for r in rows if "| white-box (" in r).strip("|").split("|")][7]  # verdict
-    before = next(f for f in payload["findings"] if f["setting"] == "white-box")["verdict"]  # the edited one
-    assert f"| 1 | {int(now == 'less robust')} | {int(now == 'more robust')} |" in white
-    assert white.endswith(f"| {'holds (1 of 1)' if before == 'less robust' else 'does not hold (0 of 1)'} |")
+    _check_claims_section(text, rows, payload)
 
     # a model with one batch missing is left out, so its pair has no finding and the page says so
     with sqlite3.connect(db) as conn:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from arbibench.queue.jobs import Job, QueueState, load_plan
 from arbibench.queue.runner import Runner, pause, resume, running_pid
@@ -360,7 +361,10 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
     from arbibench.cli import app
     from arbibench.protocol.progress import EvaluationProgress, ProtocolProgress
 
+    threads_seen = []
+
     def fake(protocol, model, db, **kw):
+        threads_seen.append(torch.get_num_threads())
         return ProtocolProgress(model, protocol.name, [EvaluationProgress("clean", 50, 50, 900.0),
                                                        EvaluationProgress("pgd", 50, 10, 6300.0)])
 
@@ -371,8 +375,15 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
     plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"elapsed_s": {"full": 60.0}}))
-    out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(state),
-                                   "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(state),
+                                       "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
+        # planning beside the running queue uses one thread, and the caller's setting comes back
+        assert threads_seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
     assert out.exit_code == 0, out.output
     row = next([c.strip() for c in line.split("│")[1:-1]] for line in out.output.splitlines() if "│ full" in line)
     # 60 of 100 batches stored in 7,200 s: 2.00 h so far; 40 pgd batches left at 630 s each: 7.0 h

@@ -148,14 +148,27 @@ def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -
     """"batches done/total" of a protocol job's models, the projected hours left and the seconds its stored batches
     took, read from its store (the working copy while it runs, else the tracked snapshot); planning loads each
     model, a second or two each."""
+    import torch  # start-up: only for protocol jobs
+
+    path = Path(snapshot[0]) if Path(snapshot[0]).is_file() else Path(snapshot[1])
+    if not path.is_file():
+        return "not started", None, 0.0
+    threads = torch.get_num_threads()
+    # Status runs beside the queue, whose job holds both cores: planning checks each model on a few images, and torch's
+    # OpenMP workers spinning against the job's made a status of the full queue take 144 s instead of 13 (2 cores).
+    torch.set_num_threads(1)
+    try:
+        return _stored_progress(runs, path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, float | None, float]:
     from arbibench.data.cifar10 import has_cifar10  # start-up: loads numpy, only for protocol jobs
     from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
     from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
     from arbibench.protocol.progress import protocol_progress  # start-up: as above
 
-    path = Path(snapshot[0]) if Path(snapshot[0]).is_file() else Path(snapshot[1])
-    if not path.is_file():
-        return "not started", None, 0.0
     done = total = unknown = 0
     hours = so_far = 0.0
     with ResultStore(path) as db:
