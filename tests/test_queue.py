@@ -345,11 +345,24 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp_at", "--store", "full.db",
             "--model-info", str(model_info)]
     plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
-    out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(tmp_path / "state.json"),
-                                   "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
+    args = ["queue", "status", "--plan", str(plan), "--state", str(tmp_path / "state.json"),
+            "--run-dir", str(tmp_path / "runner")]
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
     assert out.exit_code == 0, out.output
     low, high = p.total_h
     assert f"{low:.1f}-{high:.1f} (quick cards)" in out.output and "not started" in out.output
+
+    # the store is shared: it exists (another model's job wrote it) but holds no batch of this job's models, so the
+    # quick card still gives the hours, not "0.0 left"
+    import arbibench.protocol.progress as progress_module
+    from arbibench.protocol.progress import EvaluationProgress, ProtocolProgress
+
+    monkeypatch.setattr(progress_module, "protocol_progress", lambda protocol, model, db, **kw: ProtocolProgress(
+        model, protocol.name, [EvaluationProgress("clean", 40, 0, 0.0), EvaluationProgress("pgd", 40, 0, 0.0)]))
+    (tmp_path / "full.db").touch()
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    assert f"{low:.1f}-{high:.1f} (quick cards)" in out.output and "batches 0/80" in out.output
 
 
 def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, monkeypatch):

@@ -183,6 +183,8 @@ def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, floa
                 done, total = done + p.done, total + p.batches
                 h, u = p.hours_left()
                 hours, unknown, so_far = hours + h, unknown + u, so_far + p.hours_so_far
+    if not done:  # a shared store, but nothing of these models in it yet: their quick cards give the hours
+        return f"batches 0/{total}", None, 0.0
     note = f" ({unknown} evaluations not started: not counted)" if unknown else ""
     return f"batches {done}/{total}{note}", hours, so_far * 3600
 
