@@ -249,3 +249,43 @@ def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run,
     bad.write_text("[1, 2]")
     res = CliRunner().invoke(cli.app, [*args[:-1], str(bad)])
     assert res.exit_code == 2 and "not the --json of `arbibench protocol report`" in res.output
+
+
+def test_the_readme_paragraph_links_the_page_and_says_which_claims_hold(twin_run, tiny_protocol, tmp_path,
+                                                                        monkeypatch, data_dir):
+    from typer.testing import CliRunner
+
+    import arbibench.cli as cli
+    import arbibench.protocol.cli as protocol_cli
+    from arbibench.protocol.findings_page import FINDINGS_BEGIN, FINDINGS_END
+
+    _, db = twin_run
+    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick, demo=False: tiny_protocol)
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# top\n\n{FINDINGS_BEGIN}\nnot yet\n{FINDINGS_END}\n\nthe rest\n")
+    page = tmp_path / "docs" / "findings.md"
+    page.parent.mkdir()
+    args = ["protocol", "report", "cifar10", "--models", "resnet20_fp,resnet20_bnn,resnet20_reactnet", "--store",
+            str(db), "--stored-only", "--markdown", str(page), "--readme", str(readme)]
+    res = CliRunner().invoke(cli.app, args, env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    text = readme.read_text()
+    assert text.startswith(f"# top\n\n{FINDINGS_BEGIN}\n**[Findings, protocol ") and text.endswith(
+        f"\n{FINDINGS_END}\n\nthe rest\n")
+    paragraph = text.split(FINDINGS_BEGIN)[1].split(FINDINGS_END)[0]
+    assert "](docs/findings.md)**: 3 BNN-versus-twin comparisons over the 2 models" in paragraph
+    assert "Not complete yet: `resnet20_reactnet`." in paragraph
+    # each tested claim with the status the page gives it
+    claim_rows = page.read_text().split("## The paper's claims on this zoo", 1)[1].splitlines()
+    white = next(r for r in claim_rows if "under white-box attacks" in r).strip("|").split("|")
+    assert f"under white-box attacks: {white[-1].strip()}" in paragraph
+
+    # a README without the markers, or --readme without --markdown: refused before anything is written
+    readme.write_text("# no markers\n")
+    fresh = tmp_path / "docs" / "fresh.md"
+    res = CliRunner().invoke(cli.app, [*args[:-3], str(fresh), "--readme", str(readme)])
+    assert res.exit_code == 2 and "must hold the markers" in res.output and not fresh.exists()
+    assert readme.read_text() == "# no markers\n"
+    res = CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--store", str(db), "--readme", str(readme)])
+    assert res.exit_code == 2 and "pass --markdown too" in res.output

@@ -4,6 +4,7 @@ and ``arbibench/cli.py`` only wires it in."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +27,8 @@ from arbibench.terminal import console, fail
 if TYPE_CHECKING:
     from torch import nn
 
+    from arbibench.evaluation.findings import TwinComparison
+    from arbibench.evaluation.store import ResultStore
     from arbibench.protocol.corruptions import CorruptionEvaluation
     from arbibench.protocol.presets import CorruptionProtocol, Protocol
     from arbibench.protocol.run import ModelEvaluation
@@ -171,6 +174,10 @@ def protocol_report(
     compare: Path | None = typer.Option(
         None, help="The --json of an earlier report (e.g. the quick protocol's): the page sets each verdict beside it."
     ),
+    readme: Path | None = typer.Option(
+        None, help="With --markdown: also write a paragraph linking the page (what it compares, which of the paper's "
+        "claims hold) into this README, between its 'findings page' markers."
+    ),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
 ) -> None:
@@ -184,7 +191,6 @@ def protocol_report(
     """
 
     from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
-    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend  # start-up: as above
     from arbibench.files import atomic_write, atomic_write_json  # start-up: beside the run's imports
     from arbibench.protocol.findings_page import findings_markdown  # start-up: as above
     from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
@@ -198,18 +204,12 @@ def protocol_report(
     if stored_only and not store.is_file():
         fail(FileNotFoundError(f"no store at {store}: nothing is stored to report (pass the run's --store)"))
     previous = _read_findings_json(compare) if compare is not None else None
+    readme_text = _read_readme(readme, markdown) if readme is not None else None
     left_out: dict[str, str] = {}
     try:
         with ResultStore(store) as db:
             if stored_only:
-                results = []
-                for model_name in names:  # one at a time: a model still on the queue leaves the others reported
-                    try:
-                        results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
-                                                device=device, console=console, backend=StoredOnlyBackend())
-                    except MissingResultsError as e:
-                        left_out[model_name] = str(e)
-                        console.print(f"left out {e}")
+                results = _stored_results(protocol, names, db, left_out, data_dir, model_dir, device)
             else:
                 results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
                                        console=console)
@@ -238,6 +238,55 @@ def protocol_report(
         page = findings_markdown(results, findings, protocol, command=command, left_out=left_out, previous=previous)
         atomic_write(lambda f: f.write(page.encode()), markdown)
         console.print(f"wrote {markdown}")
+        if readme is not None and readme_text is not None:
+            _write_readme_paragraph(readme, readme_text, markdown, results, findings, protocol, left_out)
+
+
+def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_out: dict[str, str],
+                    data_dir: Path | None, model_dir: Path | None, device: str | None) -> list[ModelEvaluation]:
+    """The models whose run is complete in ``db``, one at a time: a model still on the queue goes to ``left_out``
+    with why, and the others are reported."""
+    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend  # start-up: as above
+    from arbibench.protocol.run import run_protocol  # start-up: as above
+
+    results: list[ModelEvaluation] = []
+    for model_name in names:
+        try:
+            results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
+                                    device=device, console=console, backend=StoredOnlyBackend())
+        except MissingResultsError as e:
+            left_out[model_name] = str(e)
+            console.print(f"left out {e}")
+    return results
+
+
+def _write_readme_paragraph(readme: Path, text: str, page: Path, results: list[ModelEvaluation],
+                            findings: list[TwinComparison], protocol: Protocol, left_out: dict[str, str]) -> None:
+    """README's paragraph on the findings page, between its markers, linking the page relative to the README."""
+    from arbibench.files import atomic_write_text  # start-up: as in protocol_report
+    from arbibench.leaderboard.markdown import with_block  # start-up: as above
+    from arbibench.protocol.findings_page import FINDINGS_BEGIN, FINDINGS_END, findings_readme_markdown
+
+    link = Path(os.path.relpath(page.resolve(), readme.resolve().parent)).as_posix()
+    paragraph = findings_readme_markdown(results, findings, protocol, link=link, left_out=left_out)
+    atomic_write_text(with_block(text, FINDINGS_BEGIN, FINDINGS_END, paragraph), readme)
+    console.print(f"wrote the findings paragraph into {readme}")
+
+
+def _read_readme(path: Path, markdown: Path | None) -> str:
+    """The README ``--readme`` names, checked before any work: it needs --markdown and one pair of markers."""
+    from arbibench.protocol.findings_page import FINDINGS_BEGIN, FINDINGS_END  # start-up: as in protocol_report
+
+    if markdown is None:
+        fail(ValueError("--readme links the findings page: pass --markdown too (e.g. --markdown docs/findings.md)"))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        fail(ValueError(f"--readme {path}: cannot read it ({e})"))
+    if text.count(FINDINGS_BEGIN) != 1 or text.count(FINDINGS_END) != 1:
+        fail(ValueError(f"--readme {path}: it must hold the markers {FINDINGS_BEGIN} and {FINDINGS_END} once each, "
+                        "around the paragraph to write"))
+    return text
 
 
 def _read_findings_json(path: Path) -> dict[str, Any]:

@@ -13,7 +13,16 @@ from datetime import date
 from typing import Any
 
 from arbibench.evaluation.findings import TwinComparison, verdict_counts
-from arbibench.protocol.claims import CLAIM_DATASETS, check_claims, claims_markdown, verdicts_from_json, verdicts_of
+from arbibench.protocol.claims import (
+    CLAIM_DATASETS,
+    SAME_VERDICT,
+    UNTESTED,
+    ClaimCheck,
+    check_claims,
+    claims_markdown,
+    verdicts_from_json,
+    verdicts_of,
+)
 from arbibench.protocol.presets import BLACK_BOX, WHITE_BOX, Protocol
 from arbibench.protocol.run import ALL, ModelEvaluation
 
@@ -130,3 +139,42 @@ def findings_markdown(
         lines += ["", "## Left out", ""]
         lines += [f"- `{name}`: {why}" for name, why in sorted(left_out.items())]
     return "\n".join(lines) + "\n"
+
+
+def _claim_phrase(check: ClaimCheck) -> str:
+    """The claim as README names it: the direction claims carry their setting, the similarity claim gets it."""
+    if check.expected == SAME_VERDICT:
+        return f"{check.claim.lower()} under {check.setting} attacks"
+    return check.claim.removesuffix(" on CIFAR-10").removesuffix(" on ImageNet")
+
+
+FINDINGS_BEGIN = "<!-- findings page of protocol report -->"
+FINDINGS_END = "<!-- end of findings page -->"
+
+
+def findings_readme_markdown(
+    results: Sequence[ModelEvaluation],
+    findings: Sequence[TwinComparison],
+    protocol: Protocol,
+    *,
+    link: str,
+    left_out: Mapping[str, str] | None = None,
+    today: date | None = None,
+) -> str:
+    """README's paragraph on the page at ``link``: what it compares and which of the paper's claims hold, so a
+    reader sees the headline without opening the page."""
+    day = (today or date.today()).isoformat()
+    counts = ", ".join(f"{v} {n}" for v, n in verdict_counts(findings).items() if n)
+    text = (f"**[Findings, protocol {protocol.label}, {day}]({link})**: {len(findings)} BNN-versus-twin comparisons "
+            f"over the {len(results)} models whose run is complete ({counts or 'none yet'}).")
+    if protocol.dataset in CLAIM_DATASETS:
+        tested = [c for c in check_claims(verdicts_of(findings), protocol.dataset) if c.status != UNTESTED]
+        if tested:
+            claims = "; ".join(f"{_claim_phrase(c)}: {c.summary()}" for c in tested)
+            text += f" The paper's claims on them: {claims}."
+        else:
+            text += (" None of the paper's claims is tested yet: they concern standard-trained BNNs, and none has a "
+                     "complete run beside its twin.")
+    if left_out:
+        text += f" Not complete yet: {', '.join(f'`{m}`' for m in sorted(left_out))}."
+    return text
