@@ -365,6 +365,13 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     assert f"{low:.1f}-{high:.1f} (quick cards)" in out.output and "batches 0/80" in out.output
 
 
+def _full_protocol_plan(tmp_path: Path) -> Path:
+    """A plan of one full-protocol job on resnet20_fp whose store (full.db, empty) exists in ``tmp_path``."""
+    (tmp_path / "full.db").touch()
+    step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "full.db"]
+    return _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
+
+
 def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, monkeypatch):
     # A protocol step runs for many hours across sessions; the queue's record gets its time only when it ends, the
     # store gets each batch's seconds as it commits it, so the hours so far come from there.
@@ -383,9 +390,7 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
 
     monkeypatch.setattr(progress_module, "protocol_progress", fake)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "full.db").touch()
-    step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "full.db"]
-    plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
+    plan = _full_protocol_plan(tmp_path)
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"elapsed_s": {"full": 60.0}}))
     before = torch.get_num_threads()
@@ -421,9 +426,7 @@ def test_status_without_the_data_reports_instead_of_downloading(tmp_path, monkey
     monkeypatch.setattr(cifar10_module, "download_and_extract", no_download)
     monkeypatch.setattr(progress_module, "protocol_progress", no_planning)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "full.db").touch()
-    step = ["arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "full.db"]
-    plan = _plan(tmp_path, [{"name": "full", "steps": [step], "snapshot": ["full.db", "copy.db"]}])
+    plan = _full_protocol_plan(tmp_path)
     empty = tmp_path / "no-data"
     empty.mkdir()
     out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(tmp_path / "state.json"),
