@@ -45,6 +45,7 @@ def test_direction_and_similarity_claims_on_cifar10():
     black = checks[("are", "black-box")]
     assert (black.expected, black.n_models, black.as_claimed, black.opposite, black.status) == (
         MORE_ROBUST, 3, 1, 1, PARTLY)
+    assert black.summary() == "partly (1 of 3; 1 opposite)"
     assert checks[("alike", "white-box")].status == HOLDS
     alike_black = checks[("alike", "black-box")]
     assert (alike_black.as_claimed, alike_black.status) == (1, DOES_NOT_HOLD)

@@ -62,8 +62,12 @@ class ClaimCheck:
     status: str
 
     def summary(self) -> str:
-        """``holds (3 of 3)``, ``partly (1 of 3)``, ``not tested``."""
-        return self.status if self.status == UNTESTED else f"{self.status} ({self.as_claimed} of {self.n_models})"
+        """``holds (3 of 3)``, ``partly (1 of 3; 1 opposite)``, ``not tested``: the BNNs that contradict a claim are
+        named, so "partly" never hides a verdict against it."""
+        if self.status == UNTESTED:
+            return self.status
+        against = f"; {self.opposite} opposite" if self.opposite else ""
+        return f"{self.status} ({self.as_claimed} of {self.n_models}{against})"
 
 
 def verdicts_of(findings: Iterable[TwinComparison]) -> list[Verdict]:
