@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arbibench.queue.jobs import Job, QueueState, load_plan
+from arbibench.queue.jobs import Job, QueueState, load_plan, protocol_run_step
 from arbibench.queue.runner import Runner, pause, resume, running_pid
 
 # A tiny real training (bnn, 256 CIFAR-10 images, 3 epochs, 64 held out) as a queue step.
@@ -151,6 +151,31 @@ def test_the_shipped_findings_read_only_stores_an_earlier_job_carried():
         reports = [s for s in jobs[i].steps if list(s[:3]) == ["arbibench", "protocol", "report"]]
         assert reports and all("--stored-only" in s for s in reports), jobs[i].name
         assert set(jobs[i].stores) <= carried, (jobs[i].name, set(jobs[i].stores) - carried)
+
+
+def _full_protocol_models(job: Job) -> list[str]:
+    runs = [protocol_run_step(s) for s in job.steps]
+    return [m for r in runs if r is not None and not r.quick for m in r.models]
+
+
+def test_the_shipped_plan_measures_each_checkpoint_after_it_ships_and_reports_after_its_cards():
+    """A retrained BNN's full run must wait for its zoo v3 export (a full card of replaced weights is hours lost),
+    and a findings page must come after the full runs of every model it names (else it names them incomplete)."""
+    jobs = load_plan(Path(__file__).resolve().parents[1] / "zoo_runs" / "queue.json")
+    names = [j.name for j in jobs]
+    full_at = {m: i for i, j in enumerate(jobs) for m in _full_protocol_models(j)}
+    assert {"resnet20_fp_at", "resnet20_bireal_at", "resnet20_reactnet_at"} <= set(full_at)
+    for i, job in enumerate(jobs):
+        if job.name.startswith("zoo v3: "):
+            model = job.name.removeprefix("zoo v3: ")
+            assert full_at[model] > i, f"{model}'s full protocol runs before its retrained checkpoint ships"
+    findings = [(i, j) for i, j in enumerate(jobs) if j.name.startswith("findings: ")]
+    assert findings
+    for i, job in findings:
+        report = next(s for s in job.steps if "--markdown" in s)
+        models = report[report.index("--models") + 1].split(",")
+        late = [m for m in models if full_at.get(m, len(names)) > i]
+        assert not late, (job.name, late)
 
 
 def test_the_runner_refuses_a_second_runner(tmp_path):
