@@ -289,3 +289,25 @@ def test_zoo_table_goal_and_recalibration_wording():
     assert recipe_summary(long_run) == (
         "kd: 60 epochs from `resnet20_bireal`, distilled from `resnet20_fp`, binary weights throughout, adam lr "
         "0.0005, cosine; 23 of 60 epochs run (stopped early), epoch 15 picked on 5,000 held-out training images")
+
+
+def test_float_models_load_channels_last_on_cpu_and_predict_as_in_nchw(data_dir):
+    """The faster layout must keep what the protocol measures: the same predictions, logits within round-off; a BNN
+    (whose signs round-off can flip) stays NCHW unless asked."""
+    x, y, _ = load_cifar10(500, data_dir=data_dir)
+    fast, plain = load_model("resnet20_fp_at"), load_model("resnet20_fp_at", channels_last=False)
+    assert fast.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    assert not plain.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        a, b = fast(x), plain(x)
+    assert (a.argmax(1) == b.argmax(1)).all()
+    assert torch.allclose(a, b, atol=1e-4), float((a - b).abs().max())
+    # gradients for NCHW inputs agree too (attacks step along their signs)
+    xa, xb = x[:50].clone().requires_grad_(True), x[:50].clone().requires_grad_(True)
+    ga, = torch.autograd.grad(torch.nn.functional.cross_entropy(fast(xa), y[:50]), xa)
+    gb, = torch.autograd.grad(torch.nn.functional.cross_entropy(plain(xb), y[:50]), xb)
+    assert torch.allclose(ga, gb, atol=1e-6)
+    bnn = load_model("resnet20_bireal")
+    assert not bnn.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    assert load_model("resnet20_bireal", channels_last=True).conv1.weight.is_contiguous(
+        memory_format=torch.channels_last)

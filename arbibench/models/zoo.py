@@ -29,6 +29,7 @@ from safetensors.torch import load_file
 
 from arbibench.files import sha256_file as sha256_file  # re-exported: callers import it from the zoo
 from arbibench.models.architectures import build_model
+from arbibench.models.layout import with_layout
 from arbibench.models.methods import METHODS
 from arbibench.models.pins import read_pins
 
@@ -252,18 +253,22 @@ def load_model(
     dataset: str = "cifar10",
     *,
     device: str | torch.device | None = None,
+    channels_last: bool | None = None,
 ) -> torch.nn.Module:
     """Load a zoo model by name, in eval mode on ``device`` (default CPU).
 
     The checkpoint is ``<model_dir>/<name>.safetensors`` (``model_dir`` defaults to the package's checkpoint folder):
     it must exist, match the entry's sha256 when the entry pins one, be safetensors and hold exactly the tensor
-    names and shapes of the entry's architecture and method.
+    names and shapes of the entry's architecture and method. ``channels_last=None`` picks the faster layout that
+    keeps the model's predictions (:mod:`arbibench.models.layout`: channels-last for a float network on the CPU);
+    True or False forces one.
     """
     entry = get_entry(model_name, dataset, model_dir)
     path = verified_checkpoint(entry, model_dir)
     model = build_model(entry.arch, entry.method)
     model.load_state_dict(read_checkpoint(path, model, f"{entry.arch} / {entry.method} ({entry.name!r})"))
-    return model.eval().to(device or "cpu")
+    device = device or "cpu"
+    return with_layout(model.eval().to(device), entry.method, device, channels_last)
 
 
 @functools.cache
