@@ -13,7 +13,7 @@ from arbibench.cli import app
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.inputs import clean_accuracy
 from arbibench.models.architectures import build_model
-from arbibench.models.markdown import goal_status, recipe_summary
+from arbibench.models.markdown import goal_status, recipe_summary, training_time
 from arbibench.models.methods import METHODS
 from arbibench.models.zoo import (
     CHECKPOINT_DIR,
@@ -311,3 +311,16 @@ def test_float_models_load_channels_last_on_cpu_and_predict_as_in_nchw(data_dir)
     assert not bnn.conv1.weight.is_contiguous(memory_format=torch.channels_last)
     assert load_model("resnet20_bireal", channels_last=True).conv1.weight.is_contiguous(
         memory_format=torch.channels_last)
+
+
+def test_training_time_never_counts_queue_pauses():
+    """Cards whose epochs left the stopped time out give their total; earlier queue cards (wall time, pauses in)
+    their median epoch; cards without a per-epoch record their wall time."""
+    clean = [{"epoch": i, "seconds": 120.0, "stopped_seconds": 0.0} for i in range(1, 11)]
+    assert training_time({"epoch_seconds": clean, "train_time_s": 1200.0}) == "20 min"
+    paused = [{"epoch": i, "seconds": 120.0} for i in range(1, 11)] + [{"epoch": 11, "seconds": 1500.0}]
+    assert training_time({"epoch_seconds": paused, "train_time_s": 2700.0}) == "120 s an epoch (median)"
+    resumed = paused + [{"epoch": 12, "seconds": 100.0, "stopped_seconds": 900.0}]  # old and new records mixed
+    assert training_time({"epoch_seconds": resumed}) == "120 s an epoch (median)"
+    assert training_time({"train_time_s": 5640.0}) == "94 min"
+    assert training_time({}) == "-"

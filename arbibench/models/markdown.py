@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,7 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
             card.get("method", "-"),
             acc,
             "-" if first500 is None else f"{100 * first500:.1f}%",
-            "-" if "train_time_s" not in card else f"{card['train_time_s'] / 60:.1f} min",
+            training_time(card),
             recipe_summary(card),
             goal_status(card),
         ]
@@ -131,8 +132,22 @@ def _last_run(card: dict[str, Any]) -> str:
     else:
         kind = ("adversarial" if r.get("adversarial") else "kd" if r.get("teacher") else "fine-tune")
         kind += f": {r['epochs']} epochs"
-    minutes = f", {card['train_time_s'] / 60:.0f} min" if "train_time_s" in card else ""
-    return f"{kind} {_start(r.get('init_from'))}{minutes}"
+    took = training_time(card)
+    return f"{kind} {_start(r.get('init_from'))}" + ("" if took == "-" else f", {took}")
+
+
+def training_time(card: dict[str, Any]) -> str:
+    """How long the checkpoint's training took, in figures a queue pause cannot inflate.
+
+    Runs that record each epoch without the time the queue held them stopped: their total. Earlier queue runs
+    recorded wall time, pauses included (10-40% of some runs): their median epoch. Runs with no per-epoch record
+    (the kd and adversarial ones, which ran outside the queue): their wall time."""
+    epochs = [e for e in card.get("epoch_seconds", []) if isinstance(e, dict) and "seconds" in e]
+    if epochs and all("stopped_seconds" in e for e in epochs):
+        return f"{sum(e['seconds'] for e in epochs) / 60:.0f} min"
+    if epochs:
+        return f"{statistics.median(e['seconds'] for e in epochs):.0f} s an epoch (median)"
+    return f"{card['train_time_s'] / 60:.0f} min" if "train_time_s" in card else "-"
 
 
 def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:

@@ -45,6 +45,7 @@ from arbibench.train.checkpoints import (
 )
 from arbibench.train.recipes import ADVERSARIAL_KINDS, Recipe, check_counts, learning_rate, stage_method
 from arbibench.train.selection import best_val_epoch, split_validation, validation_optimistic
+from arbibench.train.stopwatch import ActiveStopwatch
 
 
 def init_learned_scales(model: nn.Module) -> None:
@@ -247,18 +248,20 @@ def train(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns) as progress:
+    with Progress(*columns) as progress, ActiveStopwatch() as watch:
         for epoch in range(run.start_epoch, recipe.epochs):
-            if _epoch(recipe, run, data, epoch, out, progress, log):
+            if _epoch(recipe, run, data, epoch, out, progress, log, watch):
                 break
     return _finish(recipe, run, data, out)
 
 
 def _epoch(
-    recipe: Recipe, run: _Run, data: _Data, epoch: int, out: Path, progress: Progress, log: Callable[[str], object]
+    recipe: Recipe, run: _Run, data: _Data, epoch: int, out: Path, progress: Progress, log: Callable[[str], object],
+    watch: ActiveStopwatch,
 ) -> bool:
-    """Train one epoch, measure it, checkpoint it; True when the run stops early."""
-    t0 = time.time()
+    """Train one epoch, measure it, checkpoint it; True when the run stops early. Its seconds leave out the time the
+    queue held the process stopped (recorded apart)."""
+    watch.lap()
     if recipe.step1_epochs and epoch == recipe.step1_epochs:  # step 2: binarize the kernels
         step1_state = run.model.state_dict()
         run.model = memory_layout(build_model(recipe.arch, stage_method(recipe, epoch)), run.channels_last)
@@ -280,10 +283,11 @@ def _epoch(
     loss, acc = _optimise(recipe, run, data, epoch, progress, task)
     run.history.append({"epoch": epoch + 1, "train_loss": loss, "train_acc": acc})
     look, measured, stopped_early = _measure(recipe, run, data, epoch, out, log)
-    run.elapsed += time.time() - t0
+    seconds, stopped = watch.lap()
+    run.elapsed += seconds
     run.epoch_seconds.append(
-        {"epoch": epoch + 1, "seconds": round(time.time() - t0, 1), "threads": torch.get_num_threads(),
-         "channels_last": run.channels_last, "compiled": run.compile_model}
+        {"epoch": epoch + 1, "seconds": round(seconds, 1), "stopped_seconds": round(stopped, 1),
+         "threads": torch.get_num_threads(), "channels_last": run.channels_last, "compiled": run.compile_model}
     )
     progress.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {look} {measured:.3f}")
     opt_tensors, opt_meta = optimizer_tensors(run.opt)

@@ -1,0 +1,53 @@
+"""The training stopwatch leaves out the time a queue pause (SIGSTOP) held the process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from arbibench.train.stopwatch import ActiveStopwatch
+
+CHILD = """
+import json, sys, time
+from arbibench.train.stopwatch import ActiveStopwatch
+with ActiveStopwatch(tick=0.1, threshold=0.5) as w:
+    w.lap()
+    print("ready", flush=True)
+    t = time.monotonic()
+    while time.monotonic() - t < 4.0:   # busy, as a training epoch is
+        sum(range(10_000))
+    active, stopped = w.lap()
+print(json.dumps({"active": active, "stopped": stopped}), flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="SIGSTOP is POSIX")
+def test_a_stopped_process_counts_only_its_running_time():
+    child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(2.5)
+        os.kill(child.pid, signal.SIGCONT)
+        out = json.loads(child.stdout.readline())
+    finally:
+        child.wait(timeout=30)
+    # the child's loop runs 4 s of monotonic time, of which about 2.5 s it stood stopped
+    assert 2.0 < out["stopped"] < 3.2, out
+    assert 0.8 < out["active"] < 2.0, out
+
+
+def test_without_a_stop_all_the_time_is_active():
+    with ActiveStopwatch(tick=0.05, threshold=0.5) as w:
+        w.lap()
+        time.sleep(0.6)
+        active, stopped = w.lap()
+    assert stopped == 0.0 and 0.55 < active < 1.5
