@@ -33,6 +33,7 @@ from rich.progress import Progress
 
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import BlackBoxAttack
+from arbibench.clock import active_clock
 from arbibench.evaluation.backends import Backend, BackendError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
 from arbibench.evaluation.inputs import resolve_device
@@ -182,7 +183,7 @@ class BatchWorker:
         device: str,
     ) -> tuple[BatchOutcome, float]:
         """One store batch (``attack_box``: ``[ObjectRef of the attack]``, ``None`` for the clean pass)."""
-        t0 = time.perf_counter()
+        t0 = active_clock().now()
         if layout(x) != expected_layout:
             raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
         dev = resolve_device(device)
@@ -198,7 +199,7 @@ class BatchWorker:
                 self.attacks[key] = got
             attack = self.attacks[key]
         out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
-        return out, time.perf_counter() - t0
+        return out, active_clock().now() - t0
 
 
 @dataclass

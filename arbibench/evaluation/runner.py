@@ -7,7 +7,6 @@ same batch an uninterrupted run would have computed, and resumed results equal u
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -30,6 +29,7 @@ from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import POOL_ROWS, BlackBoxAttack, QuerySteps, forward_queries, run_pooled
+from arbibench.clock import active_clock
 from arbibench.evaluation.batch import batch_generator, compute_batch, outcome_columns
 from arbibench.evaluation.checks import run_checks
 from arbibench.evaluation.plan import CLEAN, SIMULATION, EvalPlan, EvaluationContext, commit_outcome, plan_evaluation
@@ -91,14 +91,14 @@ def run_attack(
         for b in pending:
             if ctx.store.has_batch(key, b):
                 continue
-            t0 = time.perf_counter()
+            t0 = active_clock().now()
             start, stop = b * bs, (b + 1) * bs
             clean_b = None if clean is None else torch.from_numpy(clean.clean_correct[start:stop])
             outcome = compute_batch(
                 ctx.model, attack, ctx.threat, ctx.seed, b, ctx.x[start:stop], ctx.y[start:stop], clean_b, ctx.device,
                 ctx.oracle,
             )
-            commit_outcome(ctx, key, outcome, time.perf_counter() - t0)
+            commit_outcome(ctx, key, outcome, active_clock().now() - t0)
             progress.advance(task, len(outcome.clean_correct))
     outcomes = ctx.store.outcomes(key)
     if len(outcomes.sample_index) != n or not (outcomes.sample_index == ctx.indices.numpy()).all():
@@ -171,13 +171,13 @@ def _run_pooled(
     # batch still runs its own attack steps: four store batches of 50 ran Square at 0.84x the speed of one of 200
     # (BENCHMARKS.md), so the default store batch stays 200.
     rows = max(ctx.batch_size, POOL_ROWS)
-    last_commit = time.perf_counter()
+    last_commit = active_clock().now()
     for b, output in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=rows):
         batch = started.pop(b)
         # seconds: the wall time since the previous commit of this pooled run. Pooled batches overlap, so each one's
         # own start-to-commit time would count the shared forward passes several times over (a full card's 500
         # black-box images in three pooled batches summed to 2-3x the run's wall time); these shares add up to it.
-        now = time.perf_counter()
+        now = active_clock().now()
         outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
         commit_outcome(ctx, key, outcome, now - last_commit)
         last_commit = now

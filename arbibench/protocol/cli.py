@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
+from arbibench.clock import active_clock
 from arbibench.evaluation.cli import (
     ADDRESS_HELP,
     BACKEND_HELP,
@@ -109,10 +109,10 @@ def protocol_run(
     console.print(f"protocol {protocol.label} on {len(names)} {noun}: {', '.join(names)}")
     for note in protocol.notes:
         console.print(f"[yellow]note[/]: {note}")
-    t0 = time.perf_counter()
+    t0 = active_clock().now()
     if isinstance(protocol, CorruptionProtocol):
         _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir)
-        console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
+        console.print(f"protocol {protocol.label} finished in {active_clock().now() - t0:.0f} s")
         return
 
     def done(result: ModelEvaluation, model: nn.Module) -> None:
@@ -140,7 +140,7 @@ def protocol_run(
         console.print(findings_table(findings))
         if (claims := claims_table(findings, protocol.dataset)) is not None:
             console.print(claims)
-    console.print(f"protocol {protocol.label} finished in {time.perf_counter() - t0:.0f} s")
+    console.print(f"protocol {protocol.label} finished in {active_clock().now() - t0:.0f} s")
 
 
 def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:

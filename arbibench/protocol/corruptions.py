@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
+from arbibench.clock import active_clock
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.data.cifar10c import cifar10c_dir, read_cell, read_labels, read_manifest
 from arbibench.evaluation.cards import checkpoint_sha256
@@ -136,13 +136,13 @@ def evaluate_cell(
             if on_batch is not None:
                 on_batch(stop - start)
             continue
-        t0 = time.perf_counter()
+        t0 = active_clock().now()
         xb = _to_tensor(images[start:stop])
         with torch.no_grad():
             ok = (model(xb.to(device)).argmax(1).cpu() == torch.from_numpy(data.labels[start:stop])).tolist()
         dist = (xb - _to_tensor(data.clean[start:stop])).flatten(1).norm(dim=1).tolist()
         store.commit_batch(key, b, data.indices[start:stop].tolist(), ok, ok, dist, None,
-                           seconds=time.perf_counter() - t0)
+                           seconds=active_clock().now() - t0)
         if on_batch is not None:
             on_batch(stop - start)
     out = store.outcomes(key)
@@ -165,7 +165,7 @@ def run_corruption_model(
     checkpoint_sha256: str | None = None,
 ) -> CorruptionEvaluation:
     """Accuracy of ``model`` on the clean images and on every cell of ``protocol`` (resumable through ``store``)."""
-    t0 = time.perf_counter()
+    t0 = active_clock().now()
     dev = torch.device(device) if device is not None else torch.device("cpu")
     model = model.to(dev).eval()
     _, flags = check_model(model, _to_tensor(data.clean[:8]).to(dev))
@@ -205,7 +205,7 @@ def run_corruption_model(
         mca=summary["mca"],
         relative_clean=summary["relative_clean"],
         indices_hash=hash_indices(data.indices),
-        seconds=time.perf_counter() - t0,
+        seconds=active_clock().now() - t0,
         flags=flags,
         correct=correct,
         checkpoint_sha256=checkpoint_sha256,

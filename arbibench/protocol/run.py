@@ -10,7 +10,6 @@ families have outcomes. A gradient-free attack that beats every gradient attack 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -21,6 +20,7 @@ from rich.console import Console
 from torch import nn
 
 from arbibench.attacks import BLACK_BOX, WHITE_BOX, Transfer, get_attack, get_threat_model, parse_eps
+from arbibench.clock import active_clock
 from arbibench.data.datasets import load_dataset
 from arbibench.data.subsets import select_indices
 from arbibench.evaluation.backends import Backend
@@ -170,7 +170,7 @@ def execute_model(
 ) -> ModelEvaluation:
     """Carry out ``plan`` (its batches computed by ``backend`` first when given), then score it: per-family and
     overall RS, worst cases, the gradient-free check across families, eps* and the sweep."""
-    t0 = time.perf_counter()
+    t0 = active_clock().now()
     protocol = plan.protocol
     if backend is not None:
         with make_progress(console, progress) as bar:
@@ -212,7 +212,7 @@ def execute_model(
         indices_hash={f: hash_indices(plan.subsets[f][2]) for f in runs},
         n_examples={f: len(plan.subsets[f][2]) for f in runs},
         sweep=sweep_rows,
-        seconds=time.perf_counter() - t0,
+        seconds=active_clock().now() - t0,
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
         inference=plan.inference,

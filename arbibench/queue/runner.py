@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from arbibench.clock import active_clock
 from arbibench.files import atomic_write_text, pid_alive
 from arbibench.queue import carry, resume_point
 from arbibench.queue.jobs import Job, QueueState, load_plan, protocol_run_step
@@ -254,9 +255,10 @@ class Runner:
         self._last_carry = time.time()
         for i in range(start, len(job.steps)):
             self._wait_for_holders()
-            t0 = time.time()
+            t0 = active_clock().now()  # a pause stops the runner too: its minutes are not the job's
             self._run_step(job, job.steps[i])
-            self.state.elapsed_s[job.name] = round(self.state.elapsed_s.get(job.name, 0.0) + time.time() - t0, 1)
+            self.state.elapsed_s[job.name] = round(
+                self.state.elapsed_s.get(job.name, 0.0) + active_clock().now() - t0, 1)
             self.state.done_steps[job.name] = i + 1
             self.state.work_tree[job.name] = here
             if i + 1 == len(job.steps):

@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from safetensors.torch import load_file
 from torch import nn
 
+from arbibench.clock import Lap
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.files import atomic_write_json
 from arbibench.models.architectures import build_model
@@ -45,7 +46,6 @@ from arbibench.train.checkpoints import (
 )
 from arbibench.train.recipes import ADVERSARIAL_KINDS, Recipe, check_counts, learning_rate, stage_method
 from arbibench.train.selection import best_val_epoch, split_validation, validation_optimistic
-from arbibench.train.stopwatch import ActiveStopwatch
 
 
 def init_learned_scales(model: nn.Module) -> None:
@@ -248,7 +248,8 @@ def train(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns) as progress, ActiveStopwatch() as watch:
+    watch = Lap()
+    with Progress(*columns) as progress:
         for epoch in range(run.start_epoch, recipe.epochs):
             if _epoch(recipe, run, data, epoch, out, progress, log, watch):
                 break
@@ -257,7 +258,7 @@ def train(
 
 def _epoch(
     recipe: Recipe, run: _Run, data: _Data, epoch: int, out: Path, progress: Progress, log: Callable[[str], object],
-    watch: ActiveStopwatch,
+    watch: Lap,
 ) -> bool:
     """Train one epoch, measure it, checkpoint it; True when the run stops early. Its seconds leave out the time the
     queue held the process stopped (recorded apart)."""

@@ -1,4 +1,4 @@
-"""The training stopwatch leaves out the time a queue pause (SIGSTOP) held the process."""
+"""The active clock leaves out the time a queue pause (SIGSTOP) held the process."""
 
 from __future__ import annotations
 
@@ -11,18 +11,17 @@ import time
 
 import pytest
 
-from arbibench.train.stopwatch import ActiveStopwatch
+from arbibench.clock import ActiveClock, Lap
 
 CHILD = """
-import json, sys, time
-from arbibench.train.stopwatch import ActiveStopwatch
-with ActiveStopwatch(tick=0.1, threshold=0.5) as w:
-    w.lap()
-    print("ready", flush=True)
-    t = time.monotonic()
-    while time.monotonic() - t < 4.0:   # busy, as a training epoch is
-        sum(range(10_000))
-    active, stopped = w.lap()
+import json, time
+from arbibench.clock import ActiveClock, Lap
+w = Lap(ActiveClock(tick=0.1, threshold=0.5))
+print("ready", flush=True)
+t = time.monotonic()
+while time.monotonic() - t < 4.0:   # busy, as a training epoch is
+    sum(range(10_000))
+active, stopped = w.lap()
 print(json.dumps({"active": active, "stopped": stopped}), flush=True)
 """
 
@@ -46,8 +45,7 @@ def test_a_stopped_process_counts_only_its_running_time():
 
 
 def test_without_a_stop_all_the_time_is_active():
-    with ActiveStopwatch(tick=0.05, threshold=0.5) as w:
-        w.lap()
-        time.sleep(0.6)
-        active, stopped = w.lap()
+    w = Lap(ActiveClock(tick=0.05, threshold=0.5))
+    time.sleep(0.6)
+    active, stopped = w.lap()
     assert stopped == 0.0 and 0.55 < active < 1.5
