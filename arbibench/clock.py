@@ -11,8 +11,10 @@ right after the process resumes already leaves the stop out.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 
 TICK_S = 0.5
 THRESHOLD_S = 2.0
@@ -23,9 +25,15 @@ class ActiveClock:
 
     def __init__(self, tick: float = TICK_S, threshold: float = THRESHOLD_S) -> None:
         self.tick, self.threshold = tick, threshold
+        self._stopped = 0.0
+        self._start_watching()
+        _CLOCKS.add(self)
+
+    def _start_watching(self) -> None:
+        """A fresh lock and watcher thread: at construction, and in a forked child, which inherits neither a running
+        watcher (without one every long interval would read as a stop) nor a lock it can trust."""
         self._lock = threading.Lock()
         self._last = time.monotonic()
-        self._stopped = 0.0
         self._thread = threading.Thread(target=self._watch, name="arbibench-active-clock", daemon=True)
         self._thread.start()
 
@@ -52,6 +60,17 @@ class ActiveClock:
 
 _CLOCK: ActiveClock | None = None
 _CLOCK_LOCK = threading.Lock()
+_CLOCKS: weakref.WeakSet[ActiveClock] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    global _CLOCK_LOCK
+    _CLOCK_LOCK = threading.Lock()
+    for clock in list(_CLOCKS):
+        clock._start_watching()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def active_clock() -> ActiveClock:

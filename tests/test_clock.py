@@ -49,3 +49,27 @@ def test_without_a_stop_all_the_time_is_active():
     time.sleep(0.6)
     active, stopped = w.lap()
     assert stopped == 0.0 and 0.55 < active < 1.5
+
+
+FORKED = """
+import json, os, time
+from arbibench.clock import ActiveClock, Lap
+clock = ActiveClock(tick=0.1, threshold=0.5)
+r, w = os.pipe()
+if os.fork() == 0:  # the child inherits the clock but not its watcher thread
+    lap = Lap(clock)
+    time.sleep(2.0)  # idle and not stopped: without a watcher of its own this would read as a stop
+    os.write(w, json.dumps(lap.lap()).encode())
+    os._exit(0)
+os.close(w)
+print(os.read(r, 200).decode(), flush=True)
+os.wait()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_keeps_a_working_clock():
+    out = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    active, stopped = json.loads(out.stdout)
+    assert stopped == 0.0 and 1.9 < active < 3.0, out
