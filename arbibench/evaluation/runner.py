@@ -174,9 +174,10 @@ def _run_pooled(
     last_commit = active_clock().now()
     for b, output in run_pooled(sessions(), lambda q: forward_queries(fused, q), target_rows=rows):
         batch = started.pop(b)
-        # seconds: the wall time since the previous commit of this pooled run. Pooled batches overlap, so each one's
-        # own start-to-commit time would count the shared forward passes several times over (a full card's 500
-        # black-box images in three pooled batches summed to 2-3x the run's wall time); these shares add up to it.
+        # seconds: the active time (queue pauses left out) since the previous commit of this pooled run. Pooled
+        # batches overlap, so each one's own start-to-commit time would count the shared forward passes several times
+        # over (a full card's 500 black-box images in three pooled batches summed to 2-3x the run's wall time); these
+        # shares add up to it.
         now = active_clock().now()
         outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
         commit_outcome(ctx, key, outcome, now - last_commit)
