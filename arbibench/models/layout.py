@@ -25,12 +25,16 @@ def preferred_memory_format(method: str, device: str | torch.device) -> torch.me
     return torch.contiguous_format
 
 
+def in_layout(model: nn.Module, channels_last: bool) -> nn.Module:
+    """``model`` (in place) in channels-last, or in the contiguous NCHW default."""
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    model.to(memory_format=fmt)  # type: ignore[call-overload]  # torch's stubs omit memory_format
+    return model
+
+
 def with_layout(model: nn.Module, method: str, device: str | torch.device,
                 channels_last: bool | None = None) -> nn.Module:
     """``model`` (in place) in ``channels_last`` layout, or in the preferred one when ``channels_last`` is None."""
     if channels_last is None:
-        fmt = preferred_memory_format(method, device)
-    else:
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
-    model.to(memory_format=fmt)  # type: ignore[call-overload]  # torch's stubs omit memory_format
-    return model
+        channels_last = preferred_memory_format(method, device) == torch.channels_last
+    return in_layout(model, channels_last)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,7 @@ from arbibench.clock import Lap
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.files import atomic_write_json
 from arbibench.models.architectures import build_model
+from arbibench.models.layout import in_layout
 from arbibench.models.zoo import sha256_file
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
 from arbibench.nn.quantizers import ScheduledSign, set_training_progress
@@ -89,10 +89,7 @@ def memory_layout(model: nn.Module, channels_last: bool) -> nn.Module:
     """``model`` in channels_last when asked: oneDNN then skips the reorders of the 16-channel first stage, which is
     faster for some BNNs on some CPUs and slower for others (``benchmarks/train_throughput.py --layouts``). The
     arithmetic is the same up to the order of float sums, so a run may resume in the other layout."""
-    if not channels_last:
-        return model
-    converted: nn.Module = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # not in stubs
-    return converted
+    return in_layout(model, channels_last) if channels_last else model
 
 
 def has_schedule(model: nn.Module) -> bool:
@@ -427,11 +424,11 @@ def _finish(recipe: Recipe, run: _Run, data: _Data, out: Path) -> dict[str, Any]
         }
     if recipe.bn_recalibration_batches:
         before = accuracy.evaluate(model, data.x_test, data.y_test)
-        t0 = time.time()
+        watch = Lap()
         recalibrate_batchnorm(model, recalibration_images(torch.from_numpy(data.x_train), recipe))
         atomic_save_tensors(model.state_dict(), out / "model.safetensors")
         summary["clean_acc_before_bn_recalibration"] = before
-        summary["train_time_s"] = round(run.elapsed + time.time() - t0, 1)
+        summary["train_time_s"] = round(run.elapsed + watch.lap()[0], 1)
     if recipe.val_examples:
         summary["validation"]["val_acc"] = accuracy.evaluate(model, data.x_val, data.y_val)
     summary.update(accuracy.final_accuracy(model, data.x_test, data.y_test))
