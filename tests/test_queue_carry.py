@@ -191,3 +191,47 @@ def test_status_in_a_clone_reads_the_training_s_epochs_from_the_branch_copy(repo
     row = next(line for line in out.output.splitlines() if "zoo v3: tiny" in line)
     cells = [c.strip() for c in row.split("│")[1:-1]]
     assert cells[1] == "stopped mid-job" and cells[3] == "epoch 4 of 60 (the branch's copy)" and cells[4] == "1.00"
+
+
+def test_a_session_about_to_end_gets_the_training_s_last_epoch_copied_to_the_branch_at_once(repo, tmp_path):
+    import threading
+
+    from arbibench.queue.runner import request_carry
+
+    run_dir = tmp_path / "runner"
+    # epoch 0, then a long epoch 1 that the session does not wait for (it ends when the test stops the step)
+    slow = ("import json, pathlib, time; run = pathlib.Path('run'); run.mkdir(exist_ok=True)\n"
+            "(run / 'weights.bin').write_bytes(b'0' * 100); (run / 'state.json').write_text(json.dumps({'epoch': 0}))\n"
+            "while not pathlib.Path('stop').exists(): time.sleep(0.05)\n")
+    job = Job.from_dict({"name": "zoo v3: tiny", "steps": [[sys.executable, "-c", slow]], "watch": "run"})
+    runner = Runner([job], QueueState.load(repo / "zoo_runs" / "state.json"), repo, run_dir, log=lambda m: None,
+                    carry_every_s=1e9)  # the hourly copy never comes: only the request copies
+    with pytest.raises(ValueError, match="no queue is running"):
+        request_carry(run_dir, timeout_s=1)
+    thread = threading.Thread(target=runner.run)
+    thread.start()
+    try:
+        for _ in range(200):
+            if (repo / "run" / "state.json").exists() and (run_dir / "pid").exists():
+                break
+            threading.Event().wait(0.05)
+        (run_dir / "holders").mkdir(parents=True, exist_ok=True)
+        (run_dir / "holders" / "tests").write_text("1\n")
+        with pytest.raises(ValueError, match="paused for tests"):
+            request_carry(run_dir, timeout_s=1)
+        (run_dir / "holders" / "tests").unlink()
+        copy = carry.run_folder_copy(job.name)
+        assert copy not in _tree(repo)
+        answer = request_carry(run_dir, timeout_s=20)
+        assert answer.job == "zoo v3: tiny" and answer.paths == [copy] and answer.commit is not None
+        assert copy in _tree(repo)
+        head = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%h %s", "--abbrev=12"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert head == f"{answer.commit} Queue: zoo v3: tiny, progress copied to the branch"
+        assert request_carry(run_dir, timeout_s=20).commit is None  # nothing new since: no empty commit
+        clone = _clone(repo, tmp_path / "clone")  # what a checkout rebuilt now finds: epoch 0 of the run
+        assert sorted(carry.unpack_run_folder(clone, "run", copy)) == ["run/state.json", "run/weights.bin"]
+    finally:
+        (repo / "stop").write_text("")
+        thread.join(timeout=30)
+    assert not thread.is_alive() and copy not in _tree(repo)  # the finished job's copy leaves the branch

@@ -232,3 +232,23 @@ def resume(
         console.print(do_resume(run_dir, holder))
     except USER_ERRORS as e:
         fail(e)
+
+
+@queue_app.command("carry")
+def carry_now(
+    timeout: float = typer.Option(120.0, min=1.0, help="Seconds to wait for the runner's answer."),
+    run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
+) -> None:
+    """Copy the running job's progress to the branch now (before a session ends): a checkout rebuilt from the branch
+    resumes from it instead of from the last hourly copy."""
+    from arbibench.queue.runner import request_carry  # start-up: --help stays light
+
+    try:
+        answer = request_carry(run_dir, timeout_s=timeout)
+    except USER_ERRORS as e:  # TimeoutError included
+        fail(e)
+    paths = ", ".join(answer.paths) or "nothing (the job has no run folder or store yet)"
+    if answer.commit:
+        console.print(f"queue: {answer.job}: copied {paths} to the branch in commit {answer.commit}")
+    else:
+        console.print(f"queue: {answer.job}: {paths} unchanged since the last copy; nothing committed")

@@ -2,7 +2,9 @@
 
 The runner writes its PID to ``<run_dir>/pid``. ``pause`` records a holder file and sends SIGSTOP to the runner and
 every descendant (a training, a protocol run); ``resume`` removes the holder and sends SIGCONT once no holder is
-left, so two test runs that overlap cannot wake the queue under each other.
+left, so two test runs that overlap cannot wake the queue under each other. ``request_carry`` asks the runner to
+copy the running job's progress to the branch now rather than at the hourly copy: a session about to end loses
+nothing but the epoch or store batch under way.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from arbibench.clock import active_clock
@@ -26,6 +29,8 @@ from arbibench.queue.jobs import Job, QueueState, load_plan, protocol_run_step
 SNAPSHOT_EVERY_S = 600.0
 PRUNE_EVERY_S = 3600.0  # replaced resume points (about 4 MB an epoch) leave the disk this often
 POLL_S = 5.0
+CARRY_REQUEST = "carry_request"  # in the run folder: a session asks for a branch copy now (request_carry)
+CARRY_RESULT = "carry_result.json"  # the runner's answer: the commit and the paths it copied
 
 
 def _descendants(pid: int) -> list[int]:
@@ -92,6 +97,38 @@ def resume(run_dir: Path, holder: str) -> str:
         return "no queue is running"
     n = _signal_tree(pid, signal.SIGCONT)
     return f"resumed the queue (PID {pid}, {n} processes)"
+
+
+@dataclass(frozen=True)
+class CarryAnswer:
+    """The runner's answer to :func:`request_carry`: ``commit`` is None when nothing changed since the last copy."""
+
+    job: str
+    paths: list[str]
+    commit: str | None
+
+
+def request_carry(run_dir: Path, timeout_s: float = 120.0) -> CarryAnswer:
+    """Ask the running queue to commit its job's branch copies now (:mod:`arbibench.queue.carry`) and wait for its
+    answer."""
+    pid = running_pid(run_dir)
+    if pid is None:
+        raise ValueError("no queue is running: there is no progress to copy (start one with `make queue`)")
+    held = _holders(run_dir)
+    if held:
+        raise ValueError(f"the queue is paused for {', '.join(held)}; a stopped runner cannot copy: resume it first "
+                         "(`arbibench queue resume --holder NAME`)")
+    request, result = run_dir / CARRY_REQUEST, run_dir / CARRY_RESULT
+    result.unlink(missing_ok=True)
+    atomic_write_text(f"{os.getpid()} {time.time():.0f}\n", request)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result.is_file() and not request.exists():
+            return CarryAnswer(**json.loads(result.read_text()))
+        time.sleep(min(POLL_S, 1.0))
+    request.unlink(missing_ok=True)
+    raise TimeoutError(f"the queue (PID {pid}) did not copy its progress within {timeout_s:.0f} s: it answers between "
+                       "its job's steps' polls, and not while it waits between jobs; try again with a longer --timeout")
 
 
 def _check_holder(holder: str) -> None:
@@ -330,10 +367,20 @@ class Runner:
         return paths
 
     def _carry(self, job: Job) -> None:
-        """Commit the job's branch copies mid-step, at most every ``carry_every_s``."""
-        if self.commit and time.time() - self._last_carry >= self.carry_every_s:
-            git_commit(self._carry_paths(job, finished=False), f"Queue: {job.name}, progress copied to the branch",
-                       self.repo)
+        """Commit the job's branch copies mid-step, at most every ``carry_every_s``, or now when a session asked
+        (:func:`request_carry`), answering it with the commit."""
+        request = self.run_dir / CARRY_REQUEST
+        asked = request.exists()
+        if not self.commit or not (asked or time.time() - self._last_carry >= self.carry_every_s):
+            return
+        paths = self._carry_paths(job, finished=False)
+        committed = git_commit(paths, f"Queue: {job.name}, progress copied to the branch", self.repo)
+        if asked:
+            head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=self.repo, capture_output=True,
+                                  text=True).stdout.strip()
+            answer = {"job": job.name, "paths": paths, "commit": head if committed else None}
+            atomic_write_text(json.dumps(answer) + "\n", self.run_dir / CARRY_RESULT)
+            request.unlink(missing_ok=True)
 
     def _merge_carried_rows(self, job: Job) -> None:
         """Merge into each store the job writes or reads the branch copies of every job that writes that store, so
@@ -371,6 +418,8 @@ class Runner:
                 if snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
                     self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
                     self._carry(job)
+            if (self.run_dir / CARRY_REQUEST).exists():  # a session about to end: its copy now
+                self._carry(job)
         if job.snapshot and snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
             self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
         if proc.returncode != 0:
