@@ -291,6 +291,7 @@ class CorruptionCard:
     corruptions_source: str = _field("text", required=True)
     corruptions_regenerated: bool | None = _field("flag")
     corruptions_generator_seed: int | None = _field("integer", lo=0)
+    corruptions_data_sha256: str | None = _field("text", omit_none=True)  # one digest over the measured cells
     clean_acc_interval: tuple[float, float] | None = _field("pair", of="percent")
     corruptions_acc_interval: tuple[float, float] | None = _field("pair", of="percent")
     corruptions_acc_norm: Ratio | None = _field("record", of=Ratio)

@@ -3,6 +3,7 @@ metrics and their intervals, the corruptions cards, the leaderboard panel and th
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arbibench.cli import app
+from arbibench.data.cifar10c import read_cell
 from arbibench.data.corruptions.generate import generate_cifar10c
 from arbibench.evaluation.corruption_metrics import mean_corruption_accuracy, relative_accuracy
 from arbibench.evaluation.store import ResultStore
@@ -84,6 +86,9 @@ def test_run_resume_and_cards(root: Path, protocol: CorruptionProtocol, tmp_path
     card = json.loads(path.read_text())
     assert card["corruptions_acc"] == round(100 * bnn.mca.value, 2) and card["threat_model"] == "corruptions"
     assert card["corruptions_regenerated"] is True and "regenerated" in card["footnote"]
+    cells = "".join(f"{c} {s} {hashlib.sha256(read_cell(c, s, root, N)[0].tobytes()).hexdigest()}\n"
+                    for c in sorted(SMALL) for s in (1, 5))
+    assert card["corruptions_data_sha256"] == hashlib.sha256(cells.encode()).hexdigest()  # the images measured
     assert set(card["corruptions"]) == set(SMALL) and set(card["corruptions"]["fog"]["severities"]) == {"1", "5"}
     write_corruption_card(fp, info)
     parsed = load_corruption_cards(info)

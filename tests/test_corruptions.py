@@ -4,6 +4,9 @@ deterministic given the seed; and the shipped FP model's accuracy falls with sev
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +79,41 @@ def test_deterministic_given_seed(clean: torch.Tensor, name: str) -> None:
     assert torch.equal(a, corrupt_tensor(clean[:16], name, 3, seed=7))
     other = corrupt_tensor(clean[:16], name, 3, seed=8)
     assert torch.equal(a, other) == (name in DETERMINISTIC)
+
+
+# What a script prints: the sha256 of every corruption of the first 50 test images at every severity (seed 0).
+_DIGESTS = ("import hashlib, sys\n"
+            "import numpy as np\n"
+            "from arbibench.data.cifar10 import read_cifar10_arrays\n"
+            "from arbibench.data.corruptions import corrupt\n"
+            "x, _ = read_cifar10_arrays('test', sys.argv[1])\n"
+            "x = np.ascontiguousarray(x[:50].transpose(0, 2, 3, 1))\n"
+            "for name in sys.argv[2].split(','):\n"
+            "    for s in range(1, 6):\n"
+            "        print(name, s, hashlib.sha256(corrupt(x, name, s, seed=0).tobytes()).hexdigest())\n")
+
+
+def _baseline_cpu_env() -> dict[str, str]:
+    """An environment in which NumPy, torch and MKL take the code paths of an older CPU than this one."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+    off = [f for f in __cpu_dispatch__ if __cpu_features__.get(f)]
+    if off:
+        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(off)
+    return env
+
+
+def test_same_seed_same_bytes_on_another_cpu(data_dir: Path) -> None:
+    """The corruptions that filter with float kernels (and truncate to bytes, where one ulp flips a pixel) give the
+    same bytes when NumPy, torch and MKL run the code paths of an older CPU: a card measured on one machine measures
+    the images any other machine generates."""
+    names = "defocus_blur,glass_blur,motion_blur,zoom_blur,elastic_transform"
+    argv = [sys.executable, "-c", _DIGESTS, str(data_dir), names]
+    native = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    older = subprocess.run(argv, capture_output=True, text=True, check=True, env=_baseline_cpu_env()).stdout
+    assert len(native.splitlines()) == 25
+    assert native == older
 
 
 def test_chunks_make_a_subset_the_prefix_of_a_larger_run(data_dir: Path) -> None:

@@ -127,6 +127,7 @@ def corruption_card(result: CorruptionEvaluation) -> CorruptionCard:
         corruptions_source=result.source,
         corruptions_regenerated=regenerated,
         corruptions_generator_seed=result.generator_seed,
+        corruptions_data_sha256=result.data_sha256,
         clean_acc_interval=(percent(result.clean.low), percent(result.clean.high)),
         corruptions_acc_interval=(percent(result.mca.low), percent(result.mca.high)),
         corruptions_acc_norm=_ratio(result.relative_clean),

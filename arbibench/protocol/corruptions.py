@@ -51,6 +51,12 @@ class CorruptionData:
     def cell(self, corruption: str, severity: int) -> np.ndarray:
         return read_cell(corruption, severity, self.data_dir, self.n_examples)[0]
 
+    def digest(self) -> str:
+        """One sha256 over every measured cell's: what a card names so that two cards say whether they measured the
+        same images (regenerated sets from different generator versions differ)."""
+        lines = "".join(f"{c} {s} {h}\n" for (c, s), h in sorted(self.cell_sha256.items()))
+        return hashlib.sha256(lines.encode()).hexdigest()
+
 
 def prepare_data(protocol: CorruptionProtocol, data_dir: str | os.PathLike[str] | None) -> CorruptionData:
     """Check the CIFAR-10-C folder against the clean test set and fingerprint every cell (one pass over the data)."""
@@ -98,6 +104,7 @@ class CorruptionEvaluation:
     indices_hash: str
     seconds: float
     fp_twin: str | None = None
+    data_sha256: str | None = None  # CorruptionData.digest of the cells measured
     relative_fp: Estimate | None = None
     checkpoint_sha256: str | None = None  # of the checkpoint file measured
     flags: dict[str, str] = field(default_factory=dict)
@@ -197,6 +204,7 @@ def run_corruption_model(
         protocol=protocol,
         source=data.source,
         generator_seed=None if data.manifest is None else data.manifest.get("seed"),
+        data_sha256=data.digest(),
         n_examples=data.n_examples,
         clean=summary["clean"],
         cells={c: dict(zip(protocol.severities, summary["cells"][i], strict=True))

@@ -4,6 +4,12 @@ Each filter states the border rule of the library the published generator called
 border is a large part of the picture: ``"nearest"`` repeats the edge pixel (scipy ``nearest``, ImageMagick's
 edge), ``"reflect101"`` mirrors about the edge pixel (OpenCV's default ``BORDER_REFLECT_101``), ``"symmetric"``
 mirrors including the edge pixel (scipy ``reflect``).
+
+The same seed must give the same bytes on every CPU, and the corruptions store floats truncated to bytes, where a
+flat region blurred to exactly 128.0 on one machine and 127.99999999999997 on another becomes 128 and 127. So the
+filters use only arithmetic whose rounding no CPU feature changes: elementwise NumPy operations in a fixed order
+(no BLAS or convolution kernels, whose summation order follows the SIMD width) and kernel weights from
+:func:`exp_weights` (NumPy's vectorised ``exp`` differs by an ulp between its AVX-512 and AVX2 code paths).
 """
 
 from __future__ import annotations
@@ -12,8 +18,6 @@ import math
 from typing import Literal
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 _NP_PAD: dict[str, Literal["edge", "reflect", "symmetric"]] = {
     "nearest": "edge", "reflect101": "reflect", "symmetric": "symmetric",
@@ -26,12 +30,19 @@ def _spatial_pad(x: np.ndarray, r: int, mode: str) -> np.ndarray:
     return result
 
 
+def exp_weights(exponents: np.ndarray) -> np.ndarray:
+    """``exp(exponents)`` normalised to sum 1, the same bits on every CPU: the C library's scalar ``exp`` (an ulp of
+    error at most), rounded to float32 precision so that such an ulp cannot reach the result, and a correctly rounded
+    sum (``math.fsum``) to normalise."""
+    w = np.array([float(np.float32(math.exp(float(e)))) for e in np.ravel(exponents)], dtype=np.float64)
+    result: np.ndarray = (w / math.fsum(w)).reshape(np.shape(exponents))
+    return result
+
+
 def gaussian_kernel1d(sigma: float, radius: int) -> np.ndarray:
     """Normalised samples of a Gaussian at -radius..radius (scipy's and OpenCV's construction)."""
     t = np.arange(-radius, radius + 1, dtype=np.float64)
-    w = np.exp(-0.5 * (t / sigma) ** 2)
-    result: np.ndarray = w / w.sum()
-    return result
+    return exp_weights(-0.5 * (t / sigma) ** 2)
 
 
 def gaussian_blur(x: np.ndarray, sigma: float, mode: str = "nearest", truncate: float = 4.0) -> np.ndarray:
@@ -54,11 +65,13 @@ def correlate2d(x: np.ndarray, kernel: np.ndarray, mode: str = "reflect101") -> 
     """Every channel of ``x`` [N, H, W, C] correlated with one odd-sized 2-D ``kernel`` (OpenCV's ``filter2D``)."""
     r = kernel.shape[0] // 2
     p = _spatial_pad(np.asarray(x, dtype=np.float64), r, mode)
-    n, hp, wp, c = p.shape
-    t = torch.from_numpy(np.ascontiguousarray(p.transpose(0, 3, 1, 2).reshape(n * c, 1, hp, wp)))
-    out = F.conv2d(t, torch.from_numpy(np.asarray(kernel, dtype=np.float64))[None, None])
-    result: np.ndarray = out.numpy().reshape(n, c, hp - 2 * r, wp - 2 * r).transpose(0, 2, 3, 1)
-    return result
+    h, w = p.shape[1] - 2 * r, p.shape[2] - 2 * r
+    out = np.zeros((p.shape[0], h, w, *p.shape[3:]), dtype=np.float64)
+    for i in range(2 * r + 1):  # one tap at a time, in raster order: the same sums on every CPU
+        for j in range(2 * r + 1):
+            if kernel[i, j] != 0.0:
+                out += kernel[i, j] * p[:, i : i + h, j : j + w]
+    return out
 
 
 def fold_index(i: np.ndarray, n: int, mode: str) -> np.ndarray:
@@ -123,8 +136,7 @@ def motion_smear(x: np.ndarray, radius: float, sigma: float, angles: np.ndarray)
     n, h, w = x.shape[:3]
     width = int(2 * math.ceil(radius) + 1)
     i = np.arange(width, dtype=np.float64)
-    weights = np.exp(-(i**2) / (2.0 * sigma * sigma))
-    weights /= weights.sum()
+    weights = exp_weights(-(i**2) / (2.0 * sigma * sigma))
     a = np.deg2rad(np.asarray(angles, dtype=np.float64)).reshape(n, 1)
     dx = np.ceil(i[None] * np.cos(a) - 0.5).astype(np.int64)  # [N, width]
     dy = np.ceil(i[None] * np.sin(a) - 0.5).astype(np.int64)

@@ -27,8 +27,9 @@ from arbibench.files import sha256_file
 
 GENERATOR = "arbibench corruptions generate"
 # Raised whenever a corruption's output changes, so that a folder made by an older generator is made again rather
-# than kept: 2 = frost textures matched to the official photos' brightness (1 and unversioned: the dark textures).
-GENERATOR_VERSION = 2
+# than kept: 3 = defocus and glass blur computed with CPU-independent arithmetic (their bytes differed by CPU before);
+# 2 = frost textures matched to the official photos' brightness (1 and unversioned: the dark textures).
+GENERATOR_VERSION = 3
 PARAMETERS_SOURCE = (
     "severity table of Hendrycks & Dietterich's CIFAR generator (hendrycks/robustness, "
     "ImageNet-C/create_c/make_cifar_c.py); arbibench's own implementation; frost uses procedural textures "
