@@ -212,5 +212,10 @@ def test_queries_reach_the_model_in_chunks_of_the_device_size(data_dir) -> None:
     x, _, _ = load_cifar10(2 * query.QUERY_CHUNK + 1, data_dir=data_dir)
     logits = query.forward_queries(model, x)
     assert sizes == [query.QUERY_CHUNK, query.QUERY_CHUNK, 2]  # the last, lone image runs as two copies
+    c = query.QUERY_CHUNK
     with torch.no_grad():
-        assert torch.equal(logits, torch.cat([model(x[:100]), model(x[100:])]))
+        # the same chunks give the same bits; the whole batch at once differs by round-off at most (a CPU's
+        # convolution kernels may block a batch of 129 otherwise than one of 64)
+        same_chunks = [model(x[:c]), model(x[c : 2 * c]), model(x[2 * c :].repeat(2, 1, 1, 1))[:1]]
+        assert torch.equal(logits, torch.cat(same_chunks))
+        assert torch.allclose(logits, model(x), atol=1e-4)
