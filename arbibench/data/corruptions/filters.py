@@ -32,8 +32,9 @@ def _spatial_pad(x: np.ndarray, r: int, mode: str) -> np.ndarray:
 
 def exp_weights(exponents: np.ndarray) -> np.ndarray:
     """``exp(exponents)`` normalised to sum 1, the same bits on every CPU: the C library's scalar ``exp`` (an ulp of
-    error at most), rounded to float32 precision so that such an ulp cannot reach the result, and a correctly rounded
-    sum (``math.fsum``) to normalise."""
+    error at most), rounded to float32 precision (an ulp of float64 survives that only for a value within an ulp of
+    a float32 rounding boundary, about one chance in 5e8), and a correctly rounded sum (``math.fsum``) to
+    normalise."""
     w = np.array([float(np.float32(math.exp(float(e)))) for e in np.ravel(exponents)], dtype=np.float64)
     result: np.ndarray = (w / math.fsum(w)).reshape(np.shape(exponents))
     return result
