@@ -52,6 +52,18 @@ def test_the_projection_uses_each_evaluation_s_own_cost():
     assert nothing.hours_left() == (0.0, 1)
 
 
+def test_an_unstarted_evaluation_costs_what_the_same_attack_cost_per_image_elsewhere_in_the_run():
+    # white-box APGD-CE: 2 s an image; a sweep's APGD-CE on 300 images (3 batches) not started; a dear black-box
+    # attack at 100 s an image, and an unstarted attack measured nowhere, which takes the dearest cost per batch
+    white = EvaluationProgress("white-box: apgd_ce", 10, 10, 2000.0, attack="apgd_ce", samples=1000, samples_done=1000)
+    sweep = EvaluationProgress("sweep eps=0.01: apgd_ce", 3, 0, 0.0, attack="apgd_ce", samples=300)
+    dear = EvaluationProgress("black-box: simba", 3, 1, 20000.0, attack="simba", samples=500, samples_done=200)
+    other = EvaluationProgress("black-box: rays", 3, 0, 0.0, attack="rays", samples=500)
+    hours, unknown = ProtocolProgress("m", "cifar10", [white, sweep, dear, other]).hours_left()
+    assert unknown == 0
+    assert hours == pytest.approx((300 * 2.0 + 2 * 20000.0 + 3 * 20000.0) / 3600)
+
+
 def test_queue_steps_are_read_as_protocol_runs():
     step = ("arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "runs/x.db", "--quick")
     r = protocol_run_step(step)

@@ -475,4 +475,5 @@ def protocol_progress_command(
         fail(e)
     console.print(table)
     console.print("hours left: each evaluation's remaining batches at its own cost per batch; one not started yet at "
-                  "the dearest cost measured so far, or not counted when nothing is measured; eps* not counted")
+                  "the same attack's cost per image elsewhere in the run, else at the dearest cost per batch measured "
+                  "so far, or not counted when nothing is measured; eps* not counted")

@@ -27,10 +27,17 @@ class EvaluationProgress:
     batches: int
     done: int
     seconds: float  # stored seconds of the done batches
+    attack: str | None = None  # the attack's name ("clean" for a clean pass): evaluations of one attack cost alike
+    samples: int = 0  # images of the evaluation
+    samples_done: int = 0  # images of its done batches
 
     @property
     def per_batch(self) -> float | None:
         return self.seconds / self.done if self.done else None
+
+    @property
+    def per_sample(self) -> float | None:
+        return self.seconds / self.samples_done if self.samples_done else None
 
 
 @dataclass
@@ -55,16 +62,28 @@ class ProtocolProgress:
 
     def hours_left(self) -> tuple[float, int]:
         """(projected hours, evaluations with no measured batch yet): each evaluation's remaining batches at its own
-        measured cost per batch; one not started yet at the dearest cost measured in this run (a bound, not a
-        guess: attacks differ by orders of magnitude, so an unstarted one is counted as the slowest seen)."""
+        measured cost per batch; one not started yet at the cost per image of the same attack measured on other
+        images of this run (the eps sweep's APGD-CE at the white-box APGD-CE's), else at the dearest cost per batch
+        measured in this run (a bound, not a guess: attacks differ by orders of magnitude, so an unknown one is
+        counted as the slowest seen)."""
         measured = [e.per_batch for e in self.evaluations if e.per_batch is not None]
         fallback = max(measured, default=None)
+        by_attack: dict[str, list[EvaluationProgress]] = {}
+        for e in self.evaluations:
+            if e.attack is not None and e.samples_done:
+                by_attack.setdefault(e.attack, []).append(e)
         seconds, unknown = 0.0, 0
         for e in self.evaluations:
             left = e.batches - e.done
             if not left:
                 continue
-            cost = e.per_batch if e.per_batch is not None else fallback
+            cost = e.per_batch
+            if cost is None and e.attack in by_attack and e.samples:
+                same = by_attack[e.attack]
+                per_sample = sum(o.seconds for o in same) / sum(o.samples_done for o in same)
+                cost = per_sample * e.samples / e.batches
+            if cost is None:
+                cost = fallback
             if cost is None:
                 unknown += 1
                 continue
@@ -95,8 +114,9 @@ def protocol_progress(
             if key in seen:
                 continue
             seen.add(key)
-            row = store.conn.execute("SELECT COUNT(*), COALESCE(SUM(seconds), 0) FROM batches WHERE eval_key = ?",
-                                     (key,)).fetchone()
-            label = f"{family}: {'clean' if attack is None else attack.name}"
-            out.evaluations.append(EvaluationProgress(label, n_batches, int(row[0]), float(row[1])))
+            row = store.conn.execute("SELECT COUNT(*), COALESCE(SUM(seconds), 0), COALESCE(SUM(n_samples), 0) "
+                                     "FROM batches WHERE eval_key = ?", (key,)).fetchone()
+            name = "clean" if attack is None else attack.name
+            out.evaluations.append(EvaluationProgress(f"{family}: {name}", n_batches, int(row[0]), float(row[1]),
+                                                      attack=name, samples=len(ctx.y), samples_done=int(row[2])))
     return out
