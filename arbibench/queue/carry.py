@@ -3,7 +3,8 @@
 A job's resume point (:mod:`arbibench.queue.resume_point`) is a ref of this repository: it carries a job from one
 session to the next on the same clone, but a fresh clone, or a checkout rebuilt from the branch after a lost session,
 starts without it, and a training or a full-protocol run would start again from nothing. So the queue also commits
-to the branch, at most every :data:`CARRY_EVERY_S` of a job (and when a step ends):
+to the branch, at most every :data:`CARRY_EVERY_S` of a job, when a step ends, and when a session about to end
+asks for it (``arbibench queue carry``):
 
 * a training's run folder as ``zoo_runs/carry/<job>.tar.gz`` (about 4 MB for a ResNet-20 BNN: weights, Adam state,
   the best epoch's weights, the history), deleted from the branch when the job ends, since its exported checkpoint
