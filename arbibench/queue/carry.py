@@ -1,4 +1,4 @@
-"""What of a long job survives a lost checkout: small gzip'd copies on the branch, written at most once an hour.
+"""What of a long job survives a lost checkout: small gzip'd copies on the branch, hourly and on request.
 
 A job's resume point (:mod:`arbibench.queue.resume_point`) is a ref of this repository: it carries a job from one
 session to the next on the same clone, but a fresh clone, or a checkout rebuilt from the branch after a lost session,
