@@ -64,6 +64,21 @@ def test_an_unstarted_evaluation_costs_what_the_same_attack_cost_per_image_elsew
     assert hours == pytest.approx((300 * 2.0 + 2 * 20000.0 + 3 * 20000.0) / 3600)
 
 
+def test_each_evaluation_is_priced_and_the_parts_add_up():
+    white = EvaluationProgress("white-box: fgsm", 4, 4, 40.0, attack="fgsm", samples=400, samples_done=400)
+    black = EvaluationProgress("black-box: square", 2, 1, 360.0, attack="square", samples=200, samples_done=100)
+    sweep = EvaluationProgress("sweep eps=0.01: fgsm", 2, 0, 0.0, attack="fgsm", samples=100)
+    p = ProtocolProgress("m", "cifar10", [white, black, sweep])
+    assert p.seconds_left() == [0.0, 360.0, pytest.approx(100 * 0.1)]
+    parts = p.parts()
+    assert list(parts) == ["white-box", "black-box", "sweep"]
+    assert parts["black-box"] == (pytest.approx(0.1), pytest.approx(0.1))
+    assert parts["sweep"] == (0.0, pytest.approx(10 / 3600))
+    assert sum(left for _, left in parts.values()) == pytest.approx(p.hours_left()[0])
+    unpriced = ProtocolProgress("m", "cifar10", [EvaluationProgress("black-box: rays", 3, 0, 0.0, attack="rays")])
+    assert unpriced.seconds_left() == [None] and unpriced.parts() == {"black-box": (0.0, 0.0)}
+
+
 def test_queue_steps_are_read_as_protocol_runs():
     step = ("arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "runs/x.db", "--quick")
     r = protocol_run_step(step)
@@ -85,3 +100,11 @@ def test_the_progress_command_prints_each_model(tmp_path, data_dir, monkeypatch)
                                       str(tmp_path / "s.db")])
     assert result.exit_code == 0, result.output
     assert "0/14" in result.output
+    with ResultStore(tmp_path / "s.db") as db:
+        run_protocol(_tiny(), ["resnet20_bnn"], db, data_dir=data_dir, progress=False)
+    detail = CliRunner().invoke(app, ["protocol", "progress", "--models", "resnet20_bnn", "--store",
+                                      str(tmp_path / "s.db"), "--evaluations"], env={"COLUMNS": "200"})
+    assert detail.exit_code == 0, detail.output
+    assert "14/14" in detail.output
+    for row in ("white-box: fgsm", "black-box: square", "white-box (all)", "black-box (all)", "sweep (all)"):
+        assert row in detail.output

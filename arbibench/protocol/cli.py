@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from arbibench.evaluation.store import ResultStore
     from arbibench.protocol.corruptions import CorruptionEvaluation
     from arbibench.protocol.presets import CorruptionProtocol, Protocol
+    from arbibench.protocol.progress import ProtocolProgress
     from arbibench.protocol.run import ModelEvaluation
 
 protocol_app = typer.Typer(help="The ARBiBench protocol presets: show and run them.", no_args_is_help=True)
@@ -443,6 +444,20 @@ def protocol_deploy_check(
     console.print(table)
 
 
+def _evaluations_table(p: ProtocolProgress) -> Table:
+    """One model's evaluations and the hours of each part of its run (``protocol progress --evaluations``)."""
+    table = Table("evaluation", "batches done", "images", "hours so far", "s per image", "hours left",
+                  title=f"{p.model_name}: {p.protocol}", title_justify="left")
+    for e, left in zip(p.evaluations, p.seconds_left(), strict=True):
+        per_image = "" if e.per_sample is None else f"{e.per_sample:.3g}"
+        table.add_row(e.label, f"{e.done}/{e.batches}", str(e.samples), f"{e.seconds / 3600:.3f}", per_image,
+                      "?" if left is None else f"{left / 3600:.3f}")
+    table.add_section()
+    for part, (so_far, left_h) in p.parts().items():
+        table.add_row(f"{part} (all)", "", "", f"{so_far:.3f}", "", f"{left_h:.3f}")
+    return table
+
+
 @protocol_app.command("progress")
 def protocol_progress_command(
     name: str = typer.Argument("cifar10", help="The preset of the run: cifar10, cifar10-l2, imagenet, imagenet-l2."),
@@ -451,6 +466,10 @@ def protocol_progress_command(
     quick: bool = typer.Option(False, "--quick", help="The run used the laptop variant."),
     inference: str = typer.Option("simulation", help="The run's --inference."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    evaluations: bool = typer.Option(
+        False, "--evaluations", help="Also print, per model, every evaluation (batches, hours so far, seconds per "
+        "image, hours left) and the hours of each part: where a run's time went."
+    ),
 ) -> None:
     """How far a protocol run has come: per model, batches done of the total and the hours left at the measured
     cost per batch, read from its store (nothing is computed)."""
@@ -464,6 +483,7 @@ def protocol_progress_command(
     if not store.is_file():
         fail(FileNotFoundError(f"no store at {store}: the run has not started (or pass its --store)"))
     table = Table("model", "batches done", "hours so far", "hours left (projected)", "not started")
+    details = []
     try:
         with ResultStore(store) as db:
             for model in [m.strip() for m in models.split(",") if m.strip()]:
@@ -471,8 +491,12 @@ def protocol_progress_command(
                 hours, unknown = p.hours_left()
                 table.add_row(model, f"{p.done}/{p.batches}", f"{p.hours_so_far:.2f}", f"{hours:.2f}",
                               str(unknown) if unknown else "")
+                if evaluations:
+                    details.append(_evaluations_table(p))
     except user_errors() as e:
         fail(e)
+    for detail in details:
+        console.print(detail)
     console.print(table)
     console.print("hours left: each evaluation's remaining batches at its own cost per batch; one not started yet at "
                   "the same attack's cost per image elsewhere in the run, else at the dearest cost per batch measured "

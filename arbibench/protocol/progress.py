@@ -61,7 +61,13 @@ class ProtocolProgress:
         return sum(e.seconds for e in self.evaluations) / 3600
 
     def hours_left(self) -> tuple[float, int]:
-        """(projected hours, evaluations with no measured batch yet): each evaluation's remaining batches at its own
+        """(projected hours, evaluations with no measured batch yet): the sum of :meth:`seconds_left`, counting the
+        evaluations it cannot price."""
+        left = self.seconds_left()
+        return sum(s for s in left if s is not None) / 3600, sum(s is None for s in left)
+
+    def seconds_left(self) -> list[float | None]:
+        """Each evaluation's projected seconds (None: nothing measured to price it): its remaining batches at its own
         measured cost per batch; one not started yet at the cost per image of the same attack measured on other
         images of this run (the eps sweep's APGD-CE at the white-box APGD-CE's), else at the dearest cost per batch
         measured in this run (a bound, not a guess: attacks differ by orders of magnitude, so an unknown one is
@@ -72,23 +78,29 @@ class ProtocolProgress:
         for e in self.evaluations:
             if e.attack is not None and e.samples_done:
                 by_attack.setdefault(e.attack, []).append(e)
-        seconds, unknown = 0.0, 0
+        out: list[float | None] = []
         for e in self.evaluations:
             left = e.batches - e.done
-            if not left:
-                continue
             cost = e.per_batch
-            if cost is None and e.attack in by_attack and e.samples:
+            if left and cost is None and e.attack in by_attack and e.samples:
                 same = by_attack[e.attack]
                 per_sample = sum(o.seconds for o in same) / sum(o.samples_done for o in same)
                 cost = per_sample * e.samples / e.batches
-            if cost is None:
+            if left and cost is None:
                 cost = fallback
-            if cost is None:
-                unknown += 1
-                continue
-            seconds += left * cost
-        return seconds / 3600, unknown
+            out.append(0.0 if not left else None if cost is None else left * cost)
+        return out
+
+    def parts(self) -> dict[str, tuple[float, float]]:
+        """(hours so far, projected hours left) per part of the run: white-box, black-box and the eps sweep (the
+        part is the label's prefix), the check of a projection against a finished run."""
+        totals: dict[str, list[float]] = {}
+        for e, left in zip(self.evaluations, self.seconds_left(), strict=True):
+            part = "sweep" if e.label.startswith("sweep") else e.label.split(":")[0]
+            t = totals.setdefault(part, [0.0, 0.0])
+            t[0] += e.seconds / 3600
+            t[1] += (left or 0.0) / 3600
+        return {k: (v[0], v[1]) for k, v in totals.items()}
 
 
 def protocol_progress(
