@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -30,21 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arbibench.data import load_cifar10
-from arbibench.files import atomic_write_json
-from arbibench.models.zoo import load_model
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from channels_last import step_seconds  # noqa: E402 - the attack step, timed as the layout benchmark times it
 
-
-def step_seconds(model: nn.Module, x: torch.Tensor, y: torch.Tensor, reps: int) -> float:
-    """Median wall time of one forward + backward pass to the input after two warm-up passes."""
-    times = []
-    for i in range(reps + 2):
-        xx = x.clone().requires_grad_(True)
-        t0 = time.perf_counter()
-        torch.autograd.grad(F.cross_entropy(model(xx), y), xx)
-        if i >= 2:
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from arbibench.data import load_cifar10  # noqa: E402
+from arbibench.files import atomic_write_json  # noqa: E402
+from arbibench.models.zoo import load_model  # noqa: E402
 
 
 def first_call_seconds(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
