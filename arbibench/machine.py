@@ -5,6 +5,10 @@ from __future__ import annotations
 import functools
 import os
 import platform
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 def cpuinfo_value(*keys: str) -> str | None:
@@ -31,3 +35,14 @@ def describe(threads: int) -> str:
     threads``."""
     plural = "" if threads == 1 else "s"
     return f"{cpu_model()} ({platform.machine()}, {os.cpu_count()} cores), {threads} thread{plural}"
+
+
+def computed_on(device: torch.device) -> str:
+    """What computed on ``device``: the GPU's name, or :func:`describe` of this CPU at torch's thread count. A card's
+    seconds are read on it: the same protocol ran 1.5-1.8x slower per attack step on one 2-core CPU than on another
+    (BENCHMARKS.md)."""
+    import torch  # start-up: only a measurement asks
+
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} ({device})"
+    return describe(torch.get_num_threads())

@@ -8,11 +8,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from arbibench.cards import SCHEMA_VERSION, card_json, parse_card
 from arbibench.cli import app
 from arbibench.evaluation.store import ResultStore
+from arbibench.machine import computed_on, cpu_model
 from arbibench.protocol import BLACK_BOX, PROTOCOLS, WHITE_BOX, AttackSpec, describe, get_protocol
 from arbibench.protocol.cards import protocol_card, write_protocol_card
 from arbibench.protocol.run import ALL, protocol_subsets, run_protocol
@@ -165,6 +167,9 @@ def test_card_has_robustbench_fields_as_numbers(tiny_run, tmp_path, data_dir):
     assert card["attacks"]["square"]["family"] == BLACK_BOX
     assert card["rs"]["all"] == pytest.approx(bnn.rs[ALL], abs=1e-4)
     assert card["median_eps_star"] == bnn.eps_star["median_eps_star"]
+    # the seconds are read on what computed them: this CPU (tiny_run runs on it) at torch's thread count
+    assert card["machine"] == computed_on(torch.device("cpu")) and cpu_model() in card["machine"]
+    assert card["machine"].endswith(f"{torch.get_num_threads()} thread{'s' * (torch.get_num_threads() > 1)}")
     assert card["eps_star"]["curve"][0]["robust_acc"] == pytest.approx(100 * bnn.clean_acc[BLACK_BOX], abs=0.01)
     examples = np.load(path.with_name(card["examples"]))
     assert examples["x_adv"].dtype == np.uint8 and examples["x_adv"].shape == examples["x_clean"].shape

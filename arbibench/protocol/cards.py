@@ -73,6 +73,7 @@ def protocol_card(result: ModelEvaluation) -> ModelCard:
         sweep=sweep_points(result.sweep),
         # compute time of the attacks as stored batch by batch: the same after a resumed run as after a fresh one
         seconds=round(sum(a.seconds for a in result.attacks), 1),
+        machine=result.machine,
         **eps_star_fields(result.min_perturbation),
     )
 

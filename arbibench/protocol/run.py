@@ -35,6 +35,7 @@ from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import Evaluation, execute, make_progress
 from arbibench.evaluation.store import ResultStore, hash_indices
 from arbibench.evaluation.surrogates import resolve_surrogate
+from arbibench.machine import computed_on
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.presets import FAMILIES, Protocol
 
@@ -85,6 +86,7 @@ class ModelEvaluation:
     min_perturbation: MinimalPerturbation | None = None  # eps* on the black-box images
     checkpoint_sha256: str | None = None  # of the checkpoint file measured
     inference: str = "simulation"  # or "deployed": the network whose answers count
+    machine: str | None = None  # what executed the run (arbibench.machine.computed_on); resumed batches may differ
     # per-image outcomes by setting (each family, and "sweep <attack>" over its eps values), for paired comparisons
     # with the FP twin; kept in memory only (the store holds them)
     per_image: dict[str, PairedOutcomes] = field(default_factory=dict, repr=False)
@@ -216,6 +218,7 @@ def execute_model(
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
         inference=plan.inference,
+        machine=computed_on(plan.plans[0].ctx.device) if plan.plans else None,
         per_image=per_image,
     )
 
