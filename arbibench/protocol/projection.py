@@ -5,8 +5,9 @@ attacks on 20 times the images (500 -> 10,000 on CIFAR-10), so their time scales
 the images (100 -> 500) and at most 5 times the queries (1000 -> 5000): only an image still unbroken at the quick
 budget costs more, so black-box time gets a range. The eps sweep and eps* are not in the cards' attack times and are
 left out (0.12 h of the 29.6 h projected for the eight standard models, BENCHMARKS.md). The hours are those of the
-machine and threads the card ran on, which the card does not record. On the first full run (``resnet20_fp``,
-BENCHMARKS.md) the range came out 1.8x above the measured time at its low end: read it as an upper bound.
+machine and threads the card ran on (cards record the machine since 2026-12-03). Read the range as rough: the first
+full run (``resnet20_fp``, same CPU as its card) took 1.8x less than its low end, the second (``resnet20_reactnet``,
+on a CPU 1.5-1.8x slower per attack step than its card's) 11% more than its high end (BENCHMARKS.md).
 """
 
 from __future__ import annotations
