@@ -34,6 +34,14 @@ def test_a_finished_run_is_complete_and_a_deleted_evaluation_is_missing(tmp_path
         after = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
         assert after.done == after.batches == before.batches
         assert after.hours_left() == (0.0, 0)
+        # another model not started on the same store: each evaluation priced at bnn's cost per image of the same
+        # evaluation (same images, attack and eps), not at a bound
+        other = protocol_progress(protocol, "resnet20_xnor", db, data_dir=data_dir)
+        assert other.done == 0 and other.batches == after.batches
+        assert [e.label for e in other.evaluations] == [e.label for e in after.evaluations]
+        for mine, theirs in zip(other.evaluations, after.evaluations, strict=True):
+            assert mine.elsewhere_per_sample == pytest.approx(theirs.per_sample)
+        assert other.seconds_left() == pytest.approx([e.seconds for e in after.evaluations])
         db.conn.execute("DELETE FROM batches WHERE eval_key IN "
                         "(SELECT eval_key FROM evaluations WHERE attack = 'fgsm')")
         db.conn.commit()
@@ -77,6 +85,17 @@ def test_each_evaluation_is_priced_and_the_parts_add_up():
     assert sum(left for _, left in parts.values()) == pytest.approx(p.hours_left()[0])
     unpriced = ProtocolProgress("m", "cifar10", [EvaluationProgress("black-box: rays", 3, 0, 0.0, attack="rays")])
     assert unpriced.seconds_left() == [None] and unpriced.parts() == {"black-box": (0.0, 0.0)}
+
+
+def test_the_same_evaluation_on_another_model_prices_before_the_same_attack_in_this_run():
+    # the sweep's small eps: 1 s an image on another model, against 0.1 s for this run's APGD-CE at the protocol eps
+    white = EvaluationProgress("white-box: apgd_ce", 2, 2, 20.0, attack="apgd_ce", samples=200, samples_done=200)
+    sweep = EvaluationProgress("sweep eps=0.004: apgd_ce", 2, 0, 0.0, attack="apgd_ce", samples=100,
+                               elsewhere_per_sample=1.0)
+    started = EvaluationProgress("black-box: hsja", 2, 1, 30.0, attack="hsja", samples=100, samples_done=50,
+                                 elsewhere_per_sample=9.0)
+    p = ProtocolProgress("m", "cifar10", [white, sweep, started])
+    assert p.seconds_left() == [0.0, pytest.approx(100.0), pytest.approx(30.0)]  # a started one keeps its own cost
 
 
 def test_queue_steps_are_read_as_protocol_runs():

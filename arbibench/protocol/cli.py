@@ -499,5 +499,6 @@ def protocol_progress_command(
         console.print(detail)
     console.print(table)
     console.print("hours left: each evaluation's remaining batches at its own cost per batch; one not started yet at "
-                  "the same attack's cost per image elsewhere in the run, else at the dearest cost per batch measured "
-                  "so far, or not counted when nothing is measured; eps* not counted")
+                  "the dearest cost per image of the same evaluation on another model of the store, else at the same "
+                  "attack's cost per image elsewhere in the run, else at the dearest cost per batch measured so far, "
+                  "or not counted when nothing is measured; eps* not counted")

@@ -9,6 +9,7 @@ each other's results, so its size is not known in advance (it costs about as muc
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ class EvaluationProgress:
     attack: str | None = None  # the attack's name ("clean" for a clean pass): evaluations of one attack cost alike
     samples: int = 0  # images of the evaluation
     samples_done: int = 0  # images of its done batches
+    # the dearest cost per image of the same evaluation (same images, attack, budget and eps) on other models of the
+    # store: how an attack this run has not reached costs on this machine
+    elsewhere_per_sample: float | None = None
 
     @property
     def per_batch(self) -> float | None:
@@ -68,10 +72,12 @@ class ProtocolProgress:
 
     def seconds_left(self) -> list[float | None]:
         """Each evaluation's projected seconds (None: nothing measured to price it): its remaining batches at its own
-        measured cost per batch; one not started yet at the cost per image of the same attack measured on other
-        images of this run (the eps sweep's APGD-CE at the white-box APGD-CE's), else at the dearest cost per batch
-        measured in this run (a bound, not a guess: attacks differ by orders of magnitude, so an unknown one is
-        counted as the slowest seen)."""
+        measured cost per batch; one not started yet at the dearest cost per image of the same evaluation on
+        another model of the store (the same images and budget: a black-box attack this run has not reached, an eps of
+        the sweep, where small eps cost several times more than large), else at the cost per image of the same attack
+        measured on other images of this run (the eps sweep's APGD-CE at the white-box APGD-CE's), else at the dearest
+        cost per batch measured in this run (a bound, not a guess: attacks differ by orders of magnitude, so an
+        unknown one is counted as the slowest seen)."""
         measured = [e.per_batch for e in self.evaluations if e.per_batch is not None]
         fallback = max(measured, default=None)
         by_attack: dict[str, list[EvaluationProgress]] = {}
@@ -82,6 +88,8 @@ class ProtocolProgress:
         for e in self.evaluations:
             left = e.batches - e.done
             cost = e.per_batch
+            if left and cost is None and e.elsewhere_per_sample is not None:
+                cost = e.elsewhere_per_sample * e.samples / e.batches
             if left and cost is None and e.attack in by_attack and e.samples:
                 same = by_attack[e.attack]
                 per_sample = sum(o.seconds for o in same) / sum(o.samples_done for o in same)
@@ -129,6 +137,19 @@ def protocol_progress(
             row = store.conn.execute("SELECT COUNT(*), COALESCE(SUM(seconds), 0), COALESCE(SUM(n_samples), 0) "
                                      "FROM batches WHERE eval_key = ?", (key,)).fetchone()
             name = "clean" if attack is None else attack.name
-            out.evaluations.append(EvaluationProgress(f"{family}: {name}", n_batches, int(row[0]), float(row[1]),
-                                                      attack=name, samples=len(ctx.y), samples_done=int(row[2])))
+            out.evaluations.append(EvaluationProgress(
+                f"{family}: {name}", n_batches, int(row[0]), float(row[1]), attack=name, samples=len(ctx.y),
+                samples_done=int(row[2]), elsewhere_per_sample=_elsewhere_per_sample(store, key, ctx.spec(attack)),
+            ))
     return out
+
+
+def _elsewhere_per_sample(store: ResultStore, key: str, spec: dict[str, object]) -> float | None:
+    """The dearest cost per image among the other models' evaluations with this ``spec`` (the store keeps each
+    evaluation's spec as sorted JSON beside its key), None where no other model has a batch of it."""
+    rows = store.conn.execute(
+        "SELECT SUM(b.seconds), SUM(b.n_samples) FROM evaluations e JOIN batches b ON b.eval_key = e.eval_key "
+        "WHERE e.spec = ? AND e.eval_key != ? GROUP BY e.eval_key", (json.dumps(spec, sort_keys=True), key),
+    ).fetchall()
+    costs = [seconds / samples for seconds, samples in rows if samples]
+    return max(costs, default=None)
