@@ -218,7 +218,8 @@ def execute_model(
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
         inference=plan.inference,
-        machine=computed_on(plan.plans[0].ctx.device) if plan.plans else None,
+        # a backend's workers computed the batches elsewhere: no one machine to name
+        machine=computed_on(plan.plans[0].ctx.device) if plan.plans and backend is None else None,
         per_image=per_image,
     )
 
