@@ -11,6 +11,7 @@ from arbibench.evaluation.findings import (
     MORE_ROBUST,
     NOT_DISTINGUISHABLE,
     PairedOutcomes,
+    column_findings,
     compare_to_twin,
     twin_findings,
     verdict,
@@ -88,6 +89,36 @@ def test_twin_findings_pairs_each_bnn_with_its_twin_in_every_shared_setting():
     assert verdict_counts(rows) == {MORE_ROBUST: 1, LESS_ROBUST: 0, NOT_DISTINGUISHABLE: 0}
 
 
+def test_column_findings_show_which_attack_carries_a_family_verdict():
+    rng = np.random.default_rng(6)
+    n = 2000
+    clean = np.ones(n, bool)
+    broken = np.zeros(n, bool)
+    # both networks fall to 0% under pgd; the BNN keeps more images under fgsm only
+    bnn = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.3, "pgd": broken})}
+    fp = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.1, "pgd": broken, "cw": broken})}
+    family = twin_findings({"bnn": bnn, "fp": fp}, {"bnn": "fp"}, n_boot=300)
+    rows = column_findings({"bnn": bnn, "fp": fp}, {"bnn": "fp"}, n_boot=300)
+    assert family[0].verdict == MORE_ROBUST
+    assert [(r.setting, r.columns) for r in rows] == [("white-box", ("fgsm",)), ("white-box", ("pgd",))]
+    assert [r.verdict for r in rows] == [MORE_ROBUST, NOT_DISTINGUISHABLE]
+    assert rows[0].bnn.value == pytest.approx(bnn["white-box"].adversarial["fgsm"].mean())
+    # the family's point value is the mean of its columns' (one clean pass for all of them)
+    assert family[0].difference.value == pytest.approx(np.mean([r.difference.value for r in rows]))
+
+
+def test_column_findings_split_a_sweep_whose_mean_hides_opposite_verdicts():
+    rng = np.random.default_rng(7)
+    n = 2000
+    clean = np.ones(n, bool)
+    bnn = {"sweep pgd": PairedOutcomes(clean, {"1/255": rng.random(n) < 0.2, "2/255": rng.random(n) < 0.4})}
+    fp = {"sweep pgd": PairedOutcomes(clean, {"1/255": rng.random(n) < 0.4, "2/255": rng.random(n) < 0.2})}
+    family = twin_findings({"bnn": bnn, "fp": fp}, {"bnn": "fp"}, n_boot=300)
+    rows = column_findings({"bnn": bnn, "fp": fp}, {"bnn": "fp"}, n_boot=300)
+    assert family[0].verdict == NOT_DISTINGUISHABLE
+    assert [(r.columns[0], r.verdict) for r in rows] == [("1/255", LESS_ROBUST), ("2/255", MORE_ROBUST)]
+
+
 # --- on a real protocol run: resnet20_bnn against resnet20_fp on CIFAR-10 test images -------------------------------
 
 
@@ -145,6 +176,15 @@ def test_protocol_findings_pair_each_family_and_the_sweep(twin_run):
     sweep = by_setting["sweep fgsm"]
     assert sweep.columns == ("1/255", "4/255") and sweep.n_examples == 40
     assert sweep.bnn.value == pytest.approx(np.mean([p["acc_norm"] for p in bnn.sweep]))
+    # each attack and eps on its own: the family rows' columns, one row each, at the cards' ACC_norm
+    columns = protocol_findings(results, per_column=True)
+    assert [(r.setting, r.columns[0]) for r in columns] == [(f.setting, c) for f in rows for c in f.columns]
+    for r in columns:
+        if r.setting == "sweep fgsm":
+            expected = next(p["acc_norm"] for p in bnn.sweep if p["eps_text"] == r.columns[0])
+        else:
+            expected = norm["resnet20_bnn", r.columns[0]]
+        assert r.bnn.value == pytest.approx(expected) and r.verdict == verdict(r.difference)
 
 
 def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp_path, monkeypatch):
@@ -169,6 +209,8 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
     assert "ARBiBench's claims on these models" in res.output and "Different BNNs behave alike" in res.output
     payload = json.loads(out.read_text())
     assert {r["setting"] for r in payload["findings"]} == {"white-box", "black-box", "sweep fgsm"}
+    assert [(r["setting"], r["columns"]) for r in payload["per_column"]] == [
+        ("white-box", ["fgsm"]), ("black-box", ["square"]), ("sweep fgsm", ["1/255"]), ("sweep fgsm", ["4/255"])]
     for r in payload["findings"]:
         assert r["verdict"] == verdict(Estimate(*r["difference"]))
     with ResultStore(db_path) as db:  # everything came from the store
@@ -180,7 +222,7 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
 
 def _check_claims_section(text: str, rows: list[str], earlier: dict) -> None:
     """The paper's claims on the page, read off the same verdicts, beside what the earlier report made of them."""
-    claims = text.split("## The paper's claims on this zoo", 1)[1].splitlines()
+    claims = text.split("## The paper's claims on this zoo", 1)[1].split("\n## ", 1)[0].splitlines()
     claim_rows = [line for line in claims if line.startswith("| ") and "---" not in line][1:]
     assert len(claim_rows) == 4 and claims[4].endswith("| cifar10 (quick) |")
     white = next(r for r in claim_rows if "under white-box attacks" in r)
@@ -219,6 +261,8 @@ def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run,
     payload["protocol"] = "cifar10 (quick)"
     flipped = payload["findings"][0]
     flipped["verdict"] = "more robust" if flipped["verdict"] != "more robust" else "less robust"
+    for row in payload["per_column"][:2]:
+        row["verdict"] = "more robust" if row["verdict"] != "more robust" else "less robust"
     earlier.write_text(json.dumps(payload))
 
     page = tmp_path / "findings.md"
@@ -230,9 +274,14 @@ def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run,
     text = page.read_text()
     assert text.startswith("# Findings: BNNs against their FP twins, protocol cifar10")
     assert "`resnet20_reactnet`: resnet20_reactnet: clean pass on 60 images has 0 of its 2 batches" in text
-    rows = [line for line in text.splitlines() if line.startswith("| `resnet20_bnn` | `resnet20_fp` |")]
+    families, columns = text.split("## Each attack and each eps on its own", 1)
+    rows = [line for line in families.splitlines() if line.startswith("| `resnet20_bnn` | `resnet20_fp` |")]
     assert len(rows) == len(payload["findings"]) == 3
-    assert f"Verdicts that differ from cifar10 (quick)'s: 1 of {len(rows)}." in text
+    assert f"Verdicts that differ from cifar10 (quick)'s: 1 of {len(rows)}." in families
+    column_rows = [line for line in columns.splitlines() if line.startswith("| `resnet20_bnn` | `resnet20_fp` |")]
+    assert [[c.strip() for c in r.split("|")[3:5]] for r in column_rows] == [
+        ["white-box", "fgsm"], ["black-box", "square"], ["sweep fgsm", "1/255"], ["sweep fgsm", "4/255"]]
+    assert "Verdicts that differ from cifar10 (quick)'s: 2 of 4." in columns
     assert "--stored-only" in text  # the page names the command that made it
     _check_claims_section(text, rows, payload)
 

@@ -10,7 +10,7 @@ what two models that both fall to 0% get, and it says so rather than ranking noi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,20 @@ def compare_to_twin(
     )
 
 
+def _pairs(
+    outcomes: Mapping[str, Mapping[str, PairedOutcomes]], twins: Mapping[str, str]
+) -> Iterator[tuple[str, str, str, PairedOutcomes, PairedOutcomes]]:
+    """(BNN, twin, setting, BNN's outcomes, twin's outcomes) for every setting both were evaluated in."""
+    for model, settings in outcomes.items():
+        twin = twins.get(model)
+        if twin is None or twin == model or twin not in outcomes:
+            continue
+        for setting, own in settings.items():
+            other = outcomes[twin].get(setting)
+            if other is not None:
+                yield model, twin, setting, own, other
+
+
 def twin_findings(
     outcomes: Mapping[str, Mapping[str, PairedOutcomes]],
     twins: Mapping[str, str],
@@ -127,15 +141,31 @@ def twin_findings(
 ) -> list[TwinComparison]:
     """Every BNN of ``outcomes`` (model -> setting -> outcomes) against its twin (``twins``: model -> FP twin), in
     every setting both were evaluated in; models whose twin is missing are left out."""
+    return [compare_to_twin(model, twin, setting, own, other, n_boot=n_boot, seed=seed)
+            for model, twin, setting, own, other in _pairs(outcomes, twins)]
+
+
+def column_findings(
+    outcomes: Mapping[str, Mapping[str, PairedOutcomes]],
+    twins: Mapping[str, str],
+    *,
+    n_boot: int = N_BOOTSTRAP,
+    seed: int = 0,
+) -> list[TwinComparison]:
+    """What :func:`twin_findings` averages, one column at a time: each attack of a family, each eps of a sweep.
+
+    A family's verdict is a mean over its attacks, so one weak attack can carry it (a BNN and its twin both at 0%
+    under every iterative attack differ only by FGSM); these rows show which columns a verdict rests on. Each row's
+    ``setting`` is its family's and ``columns`` holds the one attack or eps."""
     rows = []
-    for model, settings in outcomes.items():
-        twin = twins.get(model)
-        if twin is None or twin == model or twin not in outcomes:
-            continue
-        for setting, own in settings.items():
-            other = outcomes[twin].get(setting)
-            if other is not None:
-                rows.append(compare_to_twin(model, twin, setting, own, other, n_boot=n_boot, seed=seed))
+    for model, twin, setting, own, other in _pairs(outcomes, twins):
+        for column in (c for c in own.adversarial if c in other.adversarial):
+            rows.append(compare_to_twin(
+                model, twin, setting,
+                PairedOutcomes(own.clean, {column: own.adversarial[column]}),
+                PairedOutcomes(other.clean, {column: other.adversarial[column]}),
+                n_boot=n_boot, seed=seed,
+            ))
     return rows
 
 

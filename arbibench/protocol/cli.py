@@ -164,13 +164,16 @@ def protocol_report(
     demo: bool = typer.Option(False, "--demo", help=DEMO_HELP),
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
     model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the findings as JSON to this file."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Also write the findings as JSON to this file (per setting, and per attack and eps)."
+    ),
     stored_only: bool = typer.Option(
         False, "--stored-only", help="Compute nothing: report the models whose run is complete in --store and list "
         "the others as left out (a report over a full-protocol store must not start hours of attacks)."
     ),
     markdown: Path | None = typer.Option(
-        None, help="Also write the dated findings page (markdown) to this file, e.g. docs/findings-cifar10.md."
+        None, help="Also write the dated findings page (markdown) to this file, e.g. docs/findings-cifar10.md; it "
+        "compares per setting and per attack and eps."
     ),
     compare: Path | None = typer.Option(
         None, help="The --json of an earlier report (e.g. the quick protocol's): the page sets each verdict beside it."
@@ -226,8 +229,11 @@ def protocol_report(
             console.print(claims)
     elif markdown is None:
         fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
+    # each attack and eps on its own, for the files (the terminal keeps the family rows)
+    per_column = protocol_findings(results, per_column=True) if json_out is not None or markdown is not None else []
     if json_out is not None:
-        payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings]}
+        payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings],
+                   "per_column": [f.to_dict() for f in per_column]}
         atomic_write_json(payload, json_out)
         console.print(f"wrote {json_out}")
     if markdown is not None:
@@ -236,7 +242,8 @@ def protocol_report(
             "--models", models, "--store", str(store), *(["--stored-only"] if stored_only else []),
             *([f"--compare {compare}"] if compare is not None else []), "--markdown", str(markdown),
         ])
-        page = findings_markdown(results, findings, protocol, command=command, left_out=left_out, previous=previous)
+        page = findings_markdown(results, findings, protocol, command=command, left_out=left_out, previous=previous,
+                                 per_column=per_column)
         atomic_write(lambda f: f.write(page.encode()), markdown)
         console.print(f"wrote {markdown}")
         if readme is not None and readme_text is not None:

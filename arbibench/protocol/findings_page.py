@@ -47,10 +47,45 @@ def _protocol_lines(protocol: Protocol) -> list[str]:
     ]
 
 
-def _previous_verdicts(previous: Mapping[str, Any] | None) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _previous_verdicts(previous: Mapping[str, Any] | None, key: str = "findings"
+                       ) -> dict[tuple[str, ...], dict[str, Any]]:
+    """The earlier report's rows by (BNN, twin, setting), or with ``key="per_column"`` by (..., attack or eps)."""
     if previous is None:
         return {}
-    return {(f["model"], f["twin"], f["setting"]): f for f in previous.get("findings", [])}
+    return {_row_key(f, per_column=key == "per_column"): f for f in previous.get(key, [])}
+
+
+def _row_key(row: Mapping[str, Any], *, per_column: bool) -> tuple[str, ...]:
+    key = (row["model"], row["twin"], row["setting"])
+    return (*key, *row["columns"]) if per_column else key
+
+
+def _comparison_rows(rows: Sequence[TwinComparison], previous: Mapping[str, Any] | None, *, per_column: bool
+                     ) -> tuple[list[str], int]:
+    """The markdown table of ``rows`` (beside the earlier report's row where it has one) and how many verdicts moved."""
+    earlier = _previous_verdicts(previous, "per_column" if per_column else "findings")
+    label = previous.get("protocol", "earlier report") if previous is not None else None
+    what = "attack or eps | " if per_column else ""
+    head = f"| BNN | FP twin | setting | {what}images | BNN | FP | BNN - FP [95%] | verdict |"
+    rule = "| --- | --- | --- | " + ("--- | " if per_column else "") + "---: | ---: | ---: | ---: | --- |"
+    if label is not None:
+        head += f" {label}: BNN - FP [95%] | {label}: verdict |"
+        rule += " ---: | --- |"
+    lines, moved = [head, rule], 0
+    for f in rows:
+        d = f.difference
+        setting = f"{f.setting} | {f.columns[0]}" if per_column else f"{f.setting} ({len(f.columns)})"
+        row = (f"| `{f.model}` | `{f.twin}` | {setting} | {f.n_examples} | "
+               f"{f.bnn.value:.3f} | {f.fp.value:.3f} | {_interval(d.value, d.low, d.high)} | {f.verdict} |")
+        if label is not None:
+            old = earlier.get(_row_key(f.to_dict(), per_column=per_column))
+            if old is None:
+                row += " - | - |"
+            else:
+                moved += old["verdict"] != f.verdict
+                row += f" {_interval(*old['difference'])} | {old['verdict']} |"
+        lines.append(row)
+    return lines, moved
 
 
 def _claims_section(findings: Sequence[TwinComparison], protocol: Protocol,
@@ -77,10 +112,11 @@ def findings_markdown(
     command: str,
     left_out: Mapping[str, str] | None = None,
     previous: Mapping[str, Any] | None = None,
+    per_column: Sequence[TwinComparison] = (),
     today: date | None = None,
 ) -> str:
     """The page: what was evaluated, the models, each BNN against its twin (beside ``previous``'s verdict when given),
-    and the models ``left_out`` with why."""
+    the same ``per_column`` (each attack and eps on its own) and the models ``left_out`` with why."""
     day = (today or date.today()).isoformat()
     lines = [
         f"# Findings: BNNs against their FP twins, protocol {protocol.label}, {day}",
@@ -109,32 +145,30 @@ def findings_markdown(
     if not findings:
         lines.append("No BNN's protocol is complete together with its FP twin's yet.")
     else:
-        earlier = _previous_verdicts(previous)
         label = previous.get("protocol", "earlier report") if previous is not None else None
-        head = "| BNN | FP twin | setting | images | BNN | FP | BNN - FP [95%] | verdict |"
-        rule = "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"
-        if label is not None:
-            head += f" {label}: BNN - FP [95%] | {label}: verdict |"
-            rule += " ---: | --- |"
-        lines += [head, rule]
-        moved = 0
-        for f in findings:
-            d = f.difference
-            row = (f"| `{f.model}` | `{f.twin}` | {f.setting} ({len(f.columns)}) | {f.n_examples} | "
-                   f"{f.bnn.value:.3f} | {f.fp.value:.3f} | {_interval(d.value, d.low, d.high)} | {f.verdict} |")
-            if label is not None:
-                old = earlier.get((f.model, f.twin, f.setting))
-                if old is None:
-                    row += " - | - |"
-                else:
-                    moved += old["verdict"] != f.verdict
-                    row += f" {_interval(*old['difference'])} | {old['verdict']} |"
-            lines.append(row)
+        table, moved = _comparison_rows(findings, previous, per_column=False)
+        lines += table
         counts = ", ".join(f"{v}: {n}" for v, n in verdict_counts(findings).items())
         lines += ["", f"Verdicts: {counts}."]
         if label is not None:
             lines.append(f"Verdicts that differ from {label}'s: {moved} of {len(findings)}.")
     lines += _claims_section(findings, protocol, previous)
+    if per_column:
+        lines += [
+            "", "## Each attack and each eps on its own", "",
+            "Each row of 'Each BNN against its FP twin' averages ACC_norm over its setting's attacks (or eps "
+            "values), so one attack can carry its verdict: where every iterative attack takes both networks to 0%, "
+            "the single-step FGSM alone decides the white-box row, and a sweep's mean can hide opposite verdicts at "
+            "small and large eps. The same comparison for each attack and each eps of the sweep:", "",
+        ]
+        earlier_columns = previous if previous is not None and previous.get("per_column") else None
+        table, moved = _comparison_rows(per_column, earlier_columns, per_column=True)
+        lines += table
+        counts = ", ".join(f"{v}: {n}" for v, n in verdict_counts(per_column).items())
+        lines += ["", f"Verdicts: {counts}."]
+        if earlier_columns is not None:
+            label = earlier_columns.get("protocol", "earlier report")
+            lines.append(f"Verdicts that differ from {label}'s: {moved} of {len(per_column)}.")
     if left_out:
         lines += ["", "## Left out", ""]
         lines += [f"- `{name}`: {why}" for name, why in sorted(left_out.items())]

@@ -26,7 +26,7 @@ from arbibench.data.subsets import select_indices
 from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.checks import gradient_free_beats_gradient
-from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, twin_findings
+from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, column_findings, twin_findings
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import RobustnessReport, compute_report, robustness_score_mean
 from arbibench.evaluation.min_perturbation import MinimalPerturbation, minimal_perturbation
@@ -434,13 +434,16 @@ def run_protocol(
     return results
 
 
-def protocol_findings(results: Sequence[ModelEvaluation], *, seed: int = 0) -> list[TwinComparison]:
+def protocol_findings(results: Sequence[ModelEvaluation], *, seed: int = 0, per_column: bool = False
+                      ) -> list[TwinComparison]:
     """Each BNN of ``results`` against its FP twin (when the twin is in ``results`` too): per attack family at the
     protocol eps and over the eps sweep, with paired 95% intervals and a verdict (:mod:`arbibench.evaluation.findings`).
+    ``per_column``: instead, each attack and each eps of the sweep on its own (what the family rows average).
     """
     twins = {r.model_name: twin for r in results
              if r.model_name in ZOO and (twin := fp_twin_name(ZOO[r.model_name])) is not None}
-    return twin_findings({r.model_name: _without_self_transfer(r) for r in results}, twins, seed=seed)
+    compare = column_findings if per_column else twin_findings
+    return compare({r.model_name: _without_self_transfer(r) for r in results}, twins, seed=seed)
 
 
 def self_transfer_attacks(result: ModelEvaluation) -> set[str]:
