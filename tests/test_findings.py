@@ -206,6 +206,14 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
                              env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "BNN vs FP twin" in res.output and "sweep fgsm" in res.output
+    assert "each attack and eps on its own" not in res.output  # the terminal keeps the family rows by default
+    per_attack = CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--quick", "--models",
+                                              "resnet20_fp,resnet20_bnn", "--store", str(db_path), "--per-attack"],
+                                    env={"COLUMNS": "250"})
+    assert per_attack.exit_code == 0, per_attack.output
+    assert "each attack and eps on its own" in per_attack.output
+    for setting in ("white-box: fgsm", "black-box: square", "sweep fgsm: 1/255", "sweep fgsm: 4/255"):
+        assert setting in per_attack.output
     assert "ARBiBench's claims on these models" in res.output and "Different BNNs behave alike" in res.output
     payload = json.loads(out.read_text())
     assert {r["setting"] for r in payload["findings"]} == {"white-box", "black-box", "sweep fgsm"}

@@ -171,6 +171,10 @@ def protocol_report(
         False, "--stored-only", help="Compute nothing: report the models whose run is complete in --store and list "
         "the others as left out (a report over a full-protocol store must not start hours of attacks)."
     ),
+    per_attack: bool = typer.Option(
+        False, "--per-attack", help="Also print each attack and each eps of the sweep against the FP twin on its own "
+        "(what each setting's row averages)."
+    ),
     markdown: Path | None = typer.Option(
         None, help="Also write the dated findings page (markdown) to this file, e.g. docs/findings-cifar10.md; it "
         "compares per setting and per attack and eps."
@@ -229,8 +233,11 @@ def protocol_report(
             console.print(claims)
     elif markdown is None:
         fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
-    # each attack and eps on its own, for the files (the terminal keeps the family rows)
-    per_column = protocol_findings(results, per_column=True) if json_out is not None or markdown is not None else []
+    # each attack and eps on its own: always in the files, on the terminal with --per-attack
+    wanted = per_attack or json_out is not None or markdown is not None
+    per_column = protocol_findings(results, per_column=True) if wanted and findings else []
+    if per_attack and per_column:
+        console.print(findings_table(per_column, per_column=True))
     if json_out is not None:
         payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings],
                    "per_column": [f.to_dict() for f in per_column]}

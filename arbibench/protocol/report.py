@@ -87,13 +87,16 @@ def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Tab
     return t
 
 
-def findings_table(rows: Sequence[TwinComparison]) -> Table:
-    """ARBiBench's question per BNN: more or less robust than its FP twin, per setting, with paired 95% intervals."""
+def findings_table(rows: Sequence[TwinComparison], *, per_column: bool = False) -> Table:
+    """ARBiBench's question per BNN: more or less robust than its FP twin, per setting, with paired 95% intervals;
+    ``per_column``: the rows of :func:`~arbibench.evaluation.findings.column_findings`, one attack or eps each."""
     counts = verdict_counts(rows)
     t = Table(
-        title="BNN vs FP twin: mean ACC_norm (95% interval), paired over the same images",
-        caption=", ".join(f"{v}: {n}" for v, n in counts.items()) + "; (k): attacks or eps values averaged; a "
-        "transfer attack whose surrogate is the FP twin itself is white-box against it and left out",
+        title="BNN vs FP twin, each attack and eps on its own: ACC_norm (95% interval), paired over the same images"
+        if per_column else "BNN vs FP twin: mean ACC_norm (95% interval), paired over the same images",
+        caption=", ".join(f"{v}: {n}" for v, n in counts.items()) + ("" if per_column else "; (k): attacks or eps "
+        "values averaged") + "; a transfer attack whose surrogate is the FP twin itself is white-box against it and "
+        "left out",
         box=box.SIMPLE_HEAD,
     )
     for col in ("model", "FP twin", "setting", "n", "BNN", "FP", "BNN - FP [95%]", "verdict"):
@@ -104,7 +107,8 @@ def findings_table(rows: Sequence[TwinComparison]) -> Table:
     for i, r in enumerate(rows):
         style = {MORE_ROBUST: "green", LESS_ROBUST: "red"}.get(r.verdict, "dim")
         diff = r.difference
-        t.add_row(names[2 * i], names[2 * i + 1], f"{r.setting} ({len(r.columns)})", str(r.n_examples),
+        setting = f"{r.setting}: {r.columns[0]}" if per_column else f"{r.setting} ({len(r.columns)})"
+        t.add_row(names[2 * i], names[2 * i + 1], setting, str(r.n_examples),
                   f"{r.bnn.value:.3f}",
                   f"{r.fp.value:.3f}", f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
                   f"[{style}]{r.verdict}[/]")
