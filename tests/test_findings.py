@@ -240,6 +240,24 @@ def _check_claims_section(text: str, rows: list[str], earlier: dict) -> None:
     assert white.endswith(f"| {'holds (1 of 1)' if before == 'less robust' else 'does not hold (0 of 1)'} |")
 
 
+def _check_column_section(columns: str) -> None:
+    """Each attack and eps on its own: counted over the pairs, then the pair's rows beside the earlier report's."""
+    column_rows = [line for line in columns.splitlines() if line.startswith("| `resnet20_bnn` | `resnet20_fp` |")]
+    assert [[c.strip() for c in r.split("|")[3:5]] for r in column_rows] == [
+        ["white-box", "fgsm"], ["black-box", "square"], ["sweep fgsm", "1/255"], ["sweep fgsm", "4/255"]]
+    assert "Verdicts that differ from cifar10 (quick)'s: 2 of 4." in columns
+    # counted over the pairs first: one pair here, so each attack's row holds its one verdict
+    summary = [line for line in columns.split("Each pair:", 1)[0].splitlines() if line.startswith("| ")][2:]
+    verdicts = {(c[0], c[1]): c for c in ([x.strip() for x in r.strip("|").split("|")] for r in summary)}
+    assert list(verdicts) == [("white-box", "fgsm"), ("black-box", "square"), ("sweep fgsm", "1/255"),
+                              ("sweep fgsm", "4/255")]
+    heads = ["more robust", "less robust", "not distinguishable"]
+    for row in column_rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        counts = verdicts[cells[2], cells[3]]
+        assert counts[2] == "1" and counts[3 + heads.index(cells[8])] == "1" and sorted(counts[3:]) == ["0", "0", "1"]
+
+
 def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run, tiny_protocol, tmp_path,
                                                                        monkeypatch, data_dir):
     import json
@@ -286,10 +304,7 @@ def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run,
     rows = [line for line in families.splitlines() if line.startswith("| `resnet20_bnn` | `resnet20_fp` |")]
     assert len(rows) == len(payload["findings"]) == 3
     assert f"Verdicts that differ from cifar10 (quick)'s: 1 of {len(rows)}." in families
-    column_rows = [line for line in columns.splitlines() if line.startswith("| `resnet20_bnn` | `resnet20_fp` |")]
-    assert [[c.strip() for c in r.split("|")[3:5]] for r in column_rows] == [
-        ["white-box", "fgsm"], ["black-box", "square"], ["sweep fgsm", "1/255"], ["sweep fgsm", "4/255"]]
-    assert "Verdicts that differ from cifar10 (quick)'s: 2 of 4." in columns
+    _check_column_section(columns)
     assert "--stored-only" in text  # the page names the command that made it
     _check_claims_section(text, rows, payload)
 

@@ -104,6 +104,19 @@ def _claims_section(findings: Sequence[TwinComparison], protocol: Protocol,
     ]
 
 
+def _column_summary(rows: Sequence[TwinComparison]) -> list[str]:
+    """Per setting and attack (or eps), how many BNN-twin pairs got each verdict: the zoo's answer at a glance."""
+    order = list(dict.fromkeys((r.setting, r.columns[0]) for r in rows))
+    verdicts = list(verdict_counts([]))
+    lines = [f"| setting | attack or eps | pairs | {' | '.join(verdicts)} |",
+             "| --- | --- | ---: |" + " ---: |" * len(verdicts)]
+    for setting, column in order:
+        counts = verdict_counts([r for r in rows if (r.setting, r.columns[0]) == (setting, column)])
+        lines.append(f"| {setting} | {column} | {sum(counts.values())} | "
+                     + " | ".join(str(n) for n in counts.values()) + " |")
+    return lines
+
+
 def findings_markdown(
     results: Sequence[ModelEvaluation],
     findings: Sequence[TwinComparison],
@@ -159,8 +172,10 @@ def findings_markdown(
             "Each row of 'Each BNN against its FP twin' averages ACC_norm over its setting's attacks (or eps "
             "values), so one attack can carry its verdict: where every iterative attack takes both networks to 0%, "
             "the single-step FGSM alone decides the white-box row, and a sweep's mean can hide opposite verdicts at "
-            "small and large eps. The same comparison for each attack and each eps of the sweep:", "",
+            "small and large eps. The same comparison for each attack and each eps of the sweep, first counted over "
+            "the pairs, then pair by pair:", "",
         ]
+        lines += [*_column_summary(per_column), "", "Each pair:", ""]
         earlier_columns = previous if previous is not None and previous.get("per_column") else None
         table, moved = _comparison_rows(per_column, earlier_columns, per_column=True)
         lines += table
