@@ -352,6 +352,11 @@ def test_the_readme_paragraph_links_the_page_and_says_which_claims_hold(twin_run
     claim_rows = page.read_text().split("## The paper's claims on this zoo", 1)[1].splitlines()
     white = next(r for r in claim_rows if "under white-box attacks" in r).strip("|").split("|")
     assert f"under white-box attacks: {white[-1].strip()}" in paragraph
+    # which attacks the verdicts rest on, read off the page's per-attack rows
+    columns = page.read_text().split("## Each attack and each eps on its own", 1)[1]
+    fgsm = next(r for r in columns.splitlines() if r.startswith("| `resnet20_bnn` | `resnet20_fp` | white-box | fgsm"))
+    differs = fgsm.strip("|").split("|")[8].strip() != "not distinguishable"
+    assert f"white-box {'fgsm (1' if differs else 'none (0'} of 1)" in paragraph
 
     # a README without the markers, or --readme without --markdown: refused before anything is written
     readme.write_text("# no markers\n")

@@ -254,7 +254,7 @@ def protocol_report(
         atomic_write(lambda f: f.write(page.encode()), markdown)
         console.print(f"wrote {markdown}")
         if readme is not None and readme_text is not None:
-            _write_readme_paragraph(readme, readme_text, markdown, results, findings, protocol, left_out)
+            _write_readme_paragraph(readme, readme_text, markdown, results, findings, protocol, left_out, per_column)
 
 
 def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_out: dict[str, str],
@@ -276,14 +276,16 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
 
 
 def _write_readme_paragraph(readme: Path, text: str, page: Path, results: list[ModelEvaluation],
-                            findings: list[TwinComparison], protocol: Protocol, left_out: dict[str, str]) -> None:
+                            findings: list[TwinComparison], protocol: Protocol, left_out: dict[str, str],
+                            per_column: list[TwinComparison]) -> None:
     """README's paragraph on the findings page, between its markers, linking the page relative to the README."""
     from arbibench.files import atomic_write_text  # start-up: as in protocol_report
     from arbibench.leaderboard.markdown import with_block  # start-up: as above
     from arbibench.protocol.findings_page import FINDINGS_BEGIN, FINDINGS_END, findings_readme_markdown
 
     link = Path(os.path.relpath(page.resolve(), readme.resolve().parent)).as_posix()
-    paragraph = findings_readme_markdown(results, findings, protocol, link=link, left_out=left_out)
+    paragraph = findings_readme_markdown(results, findings, protocol, link=link, left_out=left_out,
+                                         per_column=per_column)
     atomic_write_text(with_block(text, FINDINGS_BEGIN, FINDINGS_END, paragraph), readme)
     console.print(f"wrote the findings paragraph into {readme}")
 

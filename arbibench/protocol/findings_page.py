@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from arbibench.evaluation.findings import TwinComparison, verdict_counts
+from arbibench.evaluation.findings import NOT_DISTINGUISHABLE, TwinComparison, verdict_counts
 from arbibench.protocol.claims import (
     CLAIM_DATASETS,
     SAME_VERDICT,
@@ -104,6 +104,21 @@ def _claims_section(findings: Sequence[TwinComparison], protocol: Protocol,
     ]
 
 
+def separating_columns(rows: Sequence[TwinComparison]) -> str:
+    """Per setting, the attacks (or eps values) under which some pair's verdict is not "not distinguishable", of all
+    compared: which columns the setting's verdicts can rest on. Empty without per-column rows."""
+    parts = []
+    for setting in dict.fromkeys(r.setting for r in rows):
+        columns = list(dict.fromkeys(r.columns[0] for r in rows if r.setting == setting))
+        deciding = list(dict.fromkeys(r.columns[0] for r in rows
+                                      if r.setting == setting and r.verdict != NOT_DISTINGUISHABLE))
+        parts.append(f"{setting} {', '.join(deciding) or 'none'} ({len(deciding)} of {len(columns)})")
+    if not parts:
+        return ""
+    return ("Where a BNN and its twin differ at all (some pair's interval excludes zero), per setting: "
+            + "; ".join(parts) + ".")
+
+
 def _column_summary(rows: Sequence[TwinComparison]) -> list[str]:
     """Per setting and attack (or eps), how many BNN-twin pairs got each verdict: the zoo's answer at a glance."""
     order = list(dict.fromkeys((r.setting, r.columns[0]) for r in rows))
@@ -167,6 +182,7 @@ def findings_markdown(
             lines.append(f"Verdicts that differ from {label}'s: {moved} of {len(findings)}.")
     lines += _claims_section(findings, protocol, previous)
     if per_column:
+        lines += ["", separating_columns(per_column) + " The attack-by-attack comparison is in the next section."]
         lines += [
             "", "## Each attack and each eps on its own", "",
             "Each row of 'Each BNN against its FP twin' averages ACC_norm over its setting's attacks (or eps "
@@ -193,7 +209,7 @@ def findings_markdown(
 def _claim_phrase(check: ClaimCheck) -> str:
     """The claim as README names it: the direction claims carry their setting, the similarity claim gets it."""
     if check.expected == SAME_VERDICT:
-        return f"{check.claim.lower()} under {check.setting} attacks"
+        return f"{check.claim[:1].lower()}{check.claim[1:]} under {check.setting} attacks"
     return check.claim.removesuffix(" on CIFAR-10").removesuffix(" on ImageNet")
 
 
@@ -208,10 +224,11 @@ def findings_readme_markdown(
     *,
     link: str,
     left_out: Mapping[str, str] | None = None,
+    per_column: Sequence[TwinComparison] = (),
     today: date | None = None,
 ) -> str:
-    """README's paragraph on the page at ``link``: what it compares and which of the paper's claims hold, so a
-    reader sees the headline without opening the page."""
+    """README's paragraph on the page at ``link``: what it compares, which of the paper's claims hold and (given
+    ``per_column``) which attacks the verdicts rest on, so a reader sees the headline without opening the page."""
     day = (today or date.today()).isoformat()
     counts = ", ".join(f"{v} {n}" for v, n in verdict_counts(findings).items() if n)
     text = (f"**[Findings, protocol {protocol.label}, {day}]({link})**: {len(findings)} BNN-versus-twin comparisons "
@@ -224,6 +241,8 @@ def findings_readme_markdown(
         else:
             text += (" None of the paper's claims is tested yet: they concern standard-trained BNNs, and none has a "
                      "complete run beside its twin.")
+    if per_column:
+        text += " " + separating_columns(per_column)
     if left_out:
         text += f" Not complete yet: {', '.join(f'`{m}`' for m in sorted(left_out))}."
     return text
