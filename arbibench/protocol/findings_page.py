@@ -104,7 +104,7 @@ def _claims_section(findings: Sequence[TwinComparison], protocol: Protocol,
     ]
 
 
-def separating_columns(rows: Sequence[TwinComparison]) -> str:
+def _separating_columns(rows: Sequence[TwinComparison]) -> str:
     """Per setting, the attacks (or eps values) under which some pair's verdict is not "not distinguishable", of all
     compared: which columns the setting's verdicts can rest on. Empty without per-column rows."""
     parts = []
@@ -182,7 +182,7 @@ def findings_markdown(
             lines.append(f"Verdicts that differ from {label}'s: {moved} of {len(findings)}.")
     lines += _claims_section(findings, protocol, previous)
     if per_column:
-        lines += ["", separating_columns(per_column) + " The attack-by-attack comparison is in the next section."]
+        lines += ["", _separating_columns(per_column) + " The attack-by-attack comparison is in the next section."]
         lines += [
             "", "## Each attack and each eps on its own", "",
             "Each row of 'Each BNN against its FP twin' averages ACC_norm over its setting's attacks (or eps "
@@ -242,7 +242,7 @@ def findings_readme_markdown(
             text += (" None of the paper's claims is tested yet: they concern standard-trained BNNs, and none has a "
                      "complete run beside its twin.")
     if per_column:
-        text += " " + separating_columns(per_column)
+        text += " " + _separating_columns(per_column)
     if left_out:
         text += f" Not complete yet: {', '.join(f'`{m}`' for m in sorted(left_out))}."
     return text
