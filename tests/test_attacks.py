@@ -30,7 +30,7 @@ from arbibench.attacks import (
     ThreatModelViolation,
     get_attack,
 )
-from arbibench.attacks.base import predict
+from arbibench.attacks.base import AttackOutput, predict
 from arbibench.attacks.losses import cross_entropy, margin
 from arbibench.data.cifar10 import load_cifar10
 from arbibench.models.resnet import resnet20
@@ -182,6 +182,26 @@ class _Cheater(Attack):
         self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, threat: ThreatModel, generator: torch.Generator
     ) -> torch.Tensor:
         return (x + self.offset).clamp(0, 1) if math.isfinite(self.offset) else x + self.offset
+
+
+def test_attack_must_implement_run_or_run_output() -> None:
+    # run and run_output default to each other, so an attack with neither would recurse without end
+    with pytest.raises(TypeError, match="must implement run or run_output"):
+
+        class _Empty(Attack):
+            name = "empty"
+
+    class _OutputOnly(Attack):
+        name = "output_only"
+
+        def run_output(
+            self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, threat: ThreatModel, generator: torch.Generator
+        ) -> AttackOutput:
+            return AttackOutput(x.clone(), min_distance=torch.full((x.shape[0],), 0.5, dtype=torch.float64))
+
+    x = torch.full((3, 1, 2, 2), 0.5)
+    out = _OutputOnly().run(linear_model(), x, torch.zeros(3, dtype=torch.int64), Linf(8 / 255), gen())
+    assert torch.equal(out, x)  # run answers from run_output
 
 
 @pytest.mark.parametrize("offset", [2 * 8 / 255, math.nan])

@@ -11,7 +11,6 @@ images and what the attack knows about them (queries per image, smallest perturb
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import Any, ClassVar
 
@@ -133,8 +132,9 @@ class AttackOutput:
     inference_note: str | None = None  # why the reference model answered the queries, when it did
 
 
-class Attack(ABC):
-    """Base of all attacks. Subclasses set ``name``, ``family``, ``norms``, ``Config`` and implement :meth:`run`.
+class Attack:
+    """Base of all attacks. Subclasses set ``name``, ``family``, ``norms``, ``Config`` and implement :meth:`run`
+    (or :meth:`run_output`).
 
     ``family`` (one of :data:`FAMILIES`) and ``norms`` (the threat models the attack supports) are declared on the
     class, so the registry, the protocol and ``arbibench attacks list`` read them instead of guessing; a threat model
@@ -188,6 +188,9 @@ class Attack(ABC):
         unknown = [n for n in cls.norms if n not in NORMS]
         if unknown or not cls.norms:
             raise TypeError(f"{cls.__name__}.norms must be a non-empty subset of {NORMS}, got {cls.norms!r}")
+        if cls.name and cls.run is Attack.run and cls.run_output is Attack.run_output:
+            # Each defaults to the other: an attack that overrides neither would recurse without end.
+            raise TypeError(f"{cls.__name__} must implement run or run_output")
 
     @property
     def box(self) -> str:
@@ -247,7 +250,6 @@ class Attack(ABC):
         _check_output(self, out, x.shape[0])
         return replace(out, x_adv=out.x_adv.detach())
 
-    @abstractmethod
     def run(
         self,
         model: nn.Module,
@@ -256,7 +258,10 @@ class Attack(ABC):
         threat: ThreatModel,
         generator: torch.Generator,
     ) -> torch.Tensor:
-        """The attack itself on a non-empty, validated batch; callers use :meth:`output`, which verifies."""
+        """The attack itself on a non-empty, validated batch; callers use :meth:`output`, which verifies.
+
+        An attack implements this or :meth:`run_output`; each defaults to the other (see ``__init_subclass__``)."""
+        return self.run_output(model, x, y, threat, generator).x_adv
 
     def run_output(
         self,

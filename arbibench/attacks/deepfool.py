@@ -70,16 +70,6 @@ class DeepFool(Attack):
     Config = DeepFoolConfig
     config: DeepFoolConfig
 
-    def run(
-        self,
-        model: nn.Module,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        threat: ThreatModel,
-        generator: torch.Generator,  # unused: DeepFool is deterministic
-    ) -> torch.Tensor:
-        return self.run_output(model, x, y, threat, generator).x_adv
-
     def run_output(
         self,
         model: nn.Module,

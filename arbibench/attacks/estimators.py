@@ -179,16 +179,6 @@ class EstimatedAttack(Attack):
     def __repr__(self) -> str:
         return f"EstimatedAttack({self.attack!r}, {self.estimator.tag!r})"
 
-    def run(
-        self,
-        model: nn.Module,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        threat: ThreatModel,
-        generator: torch.Generator,
-    ) -> torch.Tensor:
-        return self.run_output(model, x, y, threat, generator).x_adv
-
     def run_output(
         self,
         model: nn.Module,

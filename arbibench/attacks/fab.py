@@ -161,16 +161,6 @@ class FAB(Attack):
     Config = FABConfig
     config: FABConfig
 
-    def run(
-        self,
-        model: nn.Module,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        threat: ThreatModel,
-        generator: torch.Generator,
-    ) -> torch.Tensor:
-        return self.run_output(model, x, y, threat, generator).x_adv
-
     def run_output(
         self,
         model: nn.Module,

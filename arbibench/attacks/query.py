@@ -265,16 +265,6 @@ class BlackBoxAttack(Attack):
     reports_min_distance: ClassVar[bool] = True
     access: ClassVar[str] = "scores"
 
-    def run(
-        self,
-        model: nn.Module,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        threat: ThreatModel,
-        generator: torch.Generator,
-    ) -> torch.Tensor:
-        return self.run_output(model, x, y, threat, generator).x_adv
-
     def run_output(
         self,
         model: nn.Module,
