@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -96,6 +97,45 @@ def test_the_same_evaluation_on_another_model_prices_before_the_same_attack_in_t
                                  elsewhere_per_sample=9.0)
     p = ProtocolProgress("m", "cifar10", [white, sweep, started])
     assert p.seconds_left() == [0.0, pytest.approx(100.0), pytest.approx(30.0)]  # a started one keeps its own cost
+
+
+def test_the_model_s_own_quick_card_prices_what_its_full_run_has_not_reached():
+    # an adversarially trained model keeps its images through AutoAttack: another model's cost would price its run
+    # several times too low, so its own quick card's cost is taken where it is the dearer
+    card_dear = EvaluationProgress("white-box: autoattack", 4, 0, 0.0, attack="autoattack", samples=400,
+                                   elsewhere_per_sample=0.01, card_per_sample=5.0)
+    store_dear = EvaluationProgress("black-box: hsja", 2, 0, 0.0, attack="hsja", samples=100,
+                                    elsewhere_per_sample=2.0, card_per_sample=0.5)
+    started = EvaluationProgress("white-box: pgd", 4, 2, 20.0, attack="pgd", samples=400, samples_done=200,
+                                 card_per_sample=9.0)
+    p = ProtocolProgress("m", "cifar10", [card_dear, store_dear, started])
+    assert p.seconds_left() == [pytest.approx(400 * 5.0), pytest.approx(100 * 2.0), pytest.approx(20.0)]
+
+
+def test_protocol_progress_reads_the_quick_card_of_a_full_run(tmp_path, data_dir):
+    full = dataclasses.replace(_tiny(), quick=False, attacks=(_spec("fgsm", "white-box"),
+                                                              _spec("square", "black-box", max_queries=5000)))
+    card = {"name": "resnet20_bnn", "quick": True, "protocol": "cifar10", "seconds": 25.0,
+            "n_examples": {"white-box": 500, "black-box": 100},
+            "attacks": {"fgsm": {"family": "white-box", "seconds": 5.0},
+                        "square": {"family": "black-box", "seconds": 20.0}}}
+    folder = tmp_path / "model_info" / "cifar10" / "Linf"
+    folder.mkdir(parents=True)
+    (folder / "resnet20_bnn.json").write_text(json.dumps(card))
+    with ResultStore(tmp_path / "s.db") as db:
+        p = protocol_progress(full, "resnet20_bnn", db, data_dir=data_dir, model_info=tmp_path / "model_info")
+        quick = protocol_progress(_tiny(), "resnet20_bnn", db, data_dir=data_dir, model_info=tmp_path / "model_info")
+        (folder / "resnet20_bnn.json").write_text(json.dumps({**card, "quick": False}))
+        after_full_card = protocol_progress(full, "resnet20_bnn", db, data_dir=data_dir,
+                                            model_info=tmp_path / "model_info")
+    priced = {e.label: e.card_per_sample for e in p.evaluations}
+    # fgsm: 5 s for 500 images; square: 20 s for 100 images, times 5000 / 1000 queries (the quick preset's budget)
+    assert priced["white-box: fgsm"] == pytest.approx(0.01)
+    assert priced["black-box: square"] == pytest.approx(1.0)
+    assert priced["white-box: clean"] is None and priced["sweep eps=0.003922: apgd_ce"] is None
+    assert p.seconds_left()[[e.label for e in p.evaluations].index("black-box: square")] == pytest.approx(8 * 1.0)
+    # a quick run is priced by its own batches, and a full card is no quick card
+    assert all(e.card_per_sample is None for e in quick.evaluations + after_full_card.evaluations)
 
 
 def test_queue_steps_are_read_as_protocol_runs():

@@ -481,6 +481,10 @@ def protocol_progress_command(
     store: Path = typer.Option(..., help="The run's SQLite result store."),
     quick: bool = typer.Option(False, "--quick", help="The run used the laptop variant."),
     inference: str = typer.Option("simulation", help="The run's --inference."),
+    model_info: Path = typer.Option(
+        Path("model_info"), help="The run's --model-info: a model's quick card there prices the attacks its full run "
+        "has not reached."
+    ),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     evaluations: bool = typer.Option(
         False, "--evaluations", help="Also print, per model, every evaluation (batches, hours so far, seconds per "
@@ -503,7 +507,8 @@ def protocol_progress_command(
     try:
         with ResultStore(store) as db:
             for model in [m.strip() for m in models.split(",") if m.strip()]:
-                p = protocol_progress(protocol, model, db, data_dir=data_dir, inference=inference)
+                p = protocol_progress(protocol, model, db, data_dir=data_dir, inference=inference,
+                                      model_info=model_info)
                 hours, unknown = p.hours_left()
                 table.add_row(model, f"{p.done}/{p.batches}", f"{p.hours_so_far:.2f}", f"{hours:.2f}",
                               str(unknown) if unknown else "")
@@ -515,6 +520,7 @@ def protocol_progress_command(
         console.print(detail)
     console.print(table)
     console.print("hours left: each evaluation's remaining batches at its own cost per batch; one not started yet at "
-                  "the dearest cost per image of the same evaluation on another model of the store, else at the same "
-                  "attack's cost per image elsewhere in the run, else at the dearest cost per batch measured so far, "
-                  "or not counted when nothing is measured; eps* not counted")
+                  "the dearer of the same evaluation's dearest cost per image on another model of the store and the "
+                  "model's own quick card in --model-info (at the full budget), else at the same attack's cost per "
+                  "image elsewhere in the run, else at the dearest cost per batch measured so far, or not counted "
+                  "when nothing is measured; eps* not counted")

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from arbibench.evaluation.store import ResultStore
 from arbibench.models.zoo import load_model
-from arbibench.protocol.presets import Protocol
+from arbibench.protocol.presets import Protocol, get_protocol
+from arbibench.protocol.projection import per_image_seconds, quick_card
 from arbibench.protocol.run import plan_model, protocol_subsets
 
 
@@ -34,6 +35,10 @@ class EvaluationProgress:
     # the dearest cost per image of the same evaluation (same images, attack, budget and eps) on other models of the
     # store: how an attack this run has not reached costs on this machine
     elsewhere_per_sample: float | None = None
+    # what an image cost this model on its own quick card, at this run's budget (black-box: the whole budget, the
+    # high end): how this model differs from the others (an adversarially trained one keeps its images for the whole
+    # of AutoAttack, several times a standard one's cost)
+    card_per_sample: float | None = None
 
     @property
     def per_batch(self) -> float | None:
@@ -72,9 +77,10 @@ class ProtocolProgress:
 
     def seconds_left(self) -> list[float | None]:
         """Each evaluation's projected seconds (None: nothing measured to price it): its remaining batches at its own
-        measured cost per batch; one not started yet at the dearest cost per image of the same evaluation on
-        another model of the store (the same images and budget: a black-box attack this run has not reached, an eps of
-        the sweep, where small eps cost several times more than large), else at the cost per image of the same attack
+        measured cost per batch; one not started yet at the dearer of the dearest cost per image of the same
+        evaluation on another model of the store (the same images and budget: a black-box attack this run has not
+        reached, an eps of the sweep, where small eps cost several times more than large) and this model's own quick
+        card's cost per image (another machine perhaps, but this model), else at the cost per image of the same attack
         measured on other images of this run (the eps sweep's APGD-CE at the white-box APGD-CE's), else at the dearest
         cost per batch measured in this run (a bound, not a guess: attacks differ by orders of magnitude, so an
         unknown one is counted as the slowest seen)."""
@@ -88,8 +94,9 @@ class ProtocolProgress:
         for e in self.evaluations:
             left = e.batches - e.done
             cost = e.per_batch
-            if left and cost is None and e.elsewhere_per_sample is not None:
-                cost = e.elsewhere_per_sample * e.samples / e.batches
+            priced = [c for c in (e.elsewhere_per_sample, e.card_per_sample) if c is not None]
+            if left and cost is None and priced:
+                cost = max(priced) * e.samples / e.batches
             if left and cost is None and e.attack in by_attack and e.samples:
                 same = by_attack[e.attack]
                 per_sample = sum(o.seconds for o in same) / sum(o.samples_done for o in same)
@@ -118,10 +125,13 @@ def protocol_progress(
     *,
     data_dir: str | os.PathLike[str] | None = None,
     inference: str = "simulation",
+    model_info: str | os.PathLike[str] | None = None,
 ) -> ProtocolProgress:
     """Plan ``model_name`` under ``protocol`` as ``protocol run`` does and read each evaluation's batches from
-    ``store`` (nothing is computed; the store gains only the schema if it is new)."""
+    ``store`` (nothing is computed; the store gains only the schema if it is new). For a full run, the model's quick
+    card in ``model_info`` (where there is one) also prices the attacks the run has not reached."""
     model = load_model(model_name, dataset=protocol.dataset)
+    card_costs = _card_costs(protocol, model_name, model_info)
     plan = plan_model(model, model_name, protocol, store, protocol_subsets(protocol, data_dir), data_dir=data_dir,
                       inference=inference)
     out = ProtocolProgress(model_name, protocol.label)
@@ -140,8 +150,22 @@ def protocol_progress(
             out.evaluations.append(EvaluationProgress(
                 f"{family}: {name}", n_batches, int(row[0]), float(row[1]), attack=name, samples=len(ctx.y),
                 samples_done=int(row[2]), elsewhere_per_sample=_elsewhere_per_sample(store, key, ctx.spec(attack)),
+                card_per_sample=card_costs.get((family, name)),
             ))
     return out
+
+
+def _card_costs(protocol: Protocol, model_name: str, model_info: str | os.PathLike[str] | None
+                ) -> dict[tuple[str, str], float]:
+    """(family, attack) -> seconds per image at ``protocol``'s budgets (the high end) from the model's quick card;
+    empty for a quick run (its own batches price it), or where the model has no quick card."""
+    if model_info is None or protocol.quick:
+        return {}
+    card = quick_card(model_info, model_name, protocol.name)
+    quick = get_protocol(protocol.name, quick=True)
+    if card is None or not isinstance(quick, Protocol):
+        return {}
+    return {(family, attack): high for attack, (family, _, high) in per_image_seconds(card, protocol, quick).items()}
 
 
 def _elsewhere_per_sample(store: ResultStore, key: str, spec: dict[str, object]) -> float | None:

@@ -179,7 +179,7 @@ def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, floa
             if protocol.dataset == "cifar10" and not has_cifar10("test"):  # planning reads the test images, and a
                 return "unknown: CIFAR-10 not found (set ARBIBENCH_DATA)", None, 0.0  # status never downloads them
             for model in run.models:
-                p = protocol_progress(protocol, model, db, inference=run.inference)
+                p = protocol_progress(protocol, model, db, inference=run.inference, model_info=run.model_info)
                 done, total = done + p.done, total + p.batches
                 h, u = p.hours_left()
                 hours, unknown, so_far = hours + h, unknown + u, so_far + p.hours_so_far
