@@ -119,6 +119,29 @@ def test_column_findings_split_a_sweep_whose_mean_hides_opposite_verdicts():
     assert [(r.columns[0], r.verdict) for r in rows] == [("1/255", LESS_ROBUST), ("2/255", MORE_ROBUST)]
 
 
+def test_the_page_says_which_white_box_verdicts_autoattack_does_not_back():
+    from arbibench.protocol.findings_page import _autoattack_sentence
+
+    rng = np.random.default_rng(8)
+    n = 2000
+    clean, broken = np.ones(n, bool), np.zeros(n, bool)
+    fp = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.1, "autoattack": broken})}
+    # "masked": more robust under FGSM only; "robust": also under AutoAttack
+    masked = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.4, "autoattack": broken})}
+    robust = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.4, "autoattack": rng.random(n) < 0.2})}
+    outcomes, twins = {"masked": masked, "robust": robust, "fp": fp}, {"masked": "fp", "robust": "fp"}
+    family = twin_findings(outcomes, twins, n_boot=300)
+    columns = column_findings(outcomes, twins, n_boot=300)
+    assert [r.verdict for r in family] == [MORE_ROBUST, MORE_ROBUST]
+    text = _autoattack_sentence(columns, family)
+    assert "of 2 pairs: more robust 1, not distinguishable 1." in text
+    assert 'For 1 of them the white-box row above says "more robust"' in text
+    without = [r for r in columns if r.columns[0] != "autoattack"]
+    assert _autoattack_sentence(without, family) == ""
+    backed = [r for r in columns if r.model == "robust"]
+    assert "For" not in _autoattack_sentence(backed, family)  # AutoAttack backs the robust pair's verdict
+
+
 # --- on a real protocol run: resnet20_bnn against resnet20_fp on CIFAR-10 test images -------------------------------
 
 

@@ -8,7 +8,7 @@ larger protocol confirmed and which it moved. Models left out are listed with wh
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
@@ -119,6 +119,29 @@ def _separating_columns(rows: Sequence[TwinComparison]) -> str:
             + "; ".join(parts) + ".")
 
 
+def _autoattack_sentence(per_column: Sequence[TwinComparison], findings: Sequence[TwinComparison]) -> str:
+    """How the pairs fare under AutoAttack alone, and which white-box verdicts it does not back: the family's mean
+    lets weak attacks (FGSM most of all, which masked gradients mislead) outvote the ensemble RobustBench ranks by.
+    Empty where AutoAttack was not run."""
+    rows = [r for r in per_column if r.setting == WHITE_BOX and r.columns[0] == "autoattack"]
+    if not rows:
+        return ""
+    counts = ", ".join(f"{v} {n}" for v, n in verdict_counts(rows).items() if n)
+    unseparated = {(r.model, r.twin) for r in rows if r.verdict == NOT_DISTINGUISHABLE}
+    carried = [r for r in findings
+               if r.setting == WHITE_BOX and r.verdict != NOT_DISTINGUISHABLE and (r.model, r.twin) in unseparated]
+    text = f"Under AutoAttack alone (the ensemble RobustBench ranks by), of {len(rows)} pairs: {counts}."
+    if carried:
+        text += (f" For {len(carried)} of them the white-box row above says {_or(r.verdict for r in carried)} "
+                 "while AutoAttack does not separate the two networks: that verdict comes from the weaker attacks.")
+    return text
+
+
+def _or(verdicts: Iterable[str]) -> str:
+    """``"more robust"`` or ``"more robust" or "less robust"``: the distinct verdicts, quoted, in first-seen order."""
+    return " or ".join(f'"{v}"' for v in dict.fromkeys(verdicts))
+
+
 def _column_summary(rows: Sequence[TwinComparison]) -> list[str]:
     """Per setting and attack (or eps), how many BNN-twin pairs got each verdict: the zoo's answer at a glance."""
     order = list(dict.fromkeys((r.setting, r.columns[0]) for r in rows))
@@ -183,6 +206,8 @@ def findings_markdown(
     lines += _claims_section(findings, protocol, previous)
     if per_column:
         lines += ["", _separating_columns(per_column) + " The attack-by-attack comparison is in the next section."]
+        if strongest := _autoattack_sentence(per_column, findings):
+            lines += ["", strongest]
         lines += [
             "", "## Each attack and each eps on its own", "",
             "Each row of 'Each BNN against its FP twin' averages ACC_norm over its setting's attacks (or eps "
