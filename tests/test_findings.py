@@ -136,6 +136,8 @@ def test_the_page_says_which_white_box_verdicts_autoattack_does_not_back():
     text = _autoattack_sentence(columns, family)
     assert "of 2 pairs: more robust 1, not distinguishable 1." in text
     assert 'For 1 of them the white-box row above says "more robust"' in text
+    # README's paragraph has no rows above it: the counts alone
+    assert _autoattack_sentence(columns, family, name_carried=False) == text.split(" For ")[0]
     without = [r for r in columns if r.columns[0] != "autoattack"]
     assert _autoattack_sentence(without, family) == ""
     backed = [r for r in columns if r.model == "robust"]

@@ -119,10 +119,11 @@ def _separating_columns(rows: Sequence[TwinComparison]) -> str:
             + "; ".join(parts) + ".")
 
 
-def _autoattack_sentence(per_column: Sequence[TwinComparison], findings: Sequence[TwinComparison]) -> str:
-    """How the pairs fare under AutoAttack alone, and which white-box verdicts it does not back: the family's mean
-    lets weak attacks (FGSM most of all, which masked gradients mislead) outvote the ensemble RobustBench ranks by.
-    Empty where AutoAttack was not run."""
+def _autoattack_sentence(per_column: Sequence[TwinComparison], findings: Sequence[TwinComparison], *,
+                         name_carried: bool = True) -> str:
+    """How the pairs fare under AutoAttack alone, and (``name_carried``) which white-box verdicts it does not back:
+    the family's mean lets weak attacks (FGSM most of all, which masked gradients mislead) outvote the ensemble
+    RobustBench ranks by. Empty where AutoAttack was not run."""
     rows = [r for r in per_column if r.setting == WHITE_BOX and r.columns[0] == "autoattack"]
     if not rows:
         return ""
@@ -131,7 +132,7 @@ def _autoattack_sentence(per_column: Sequence[TwinComparison], findings: Sequenc
     carried = [r for r in findings
                if r.setting == WHITE_BOX and r.verdict != NOT_DISTINGUISHABLE and (r.model, r.twin) in unseparated]
     text = f"Under AutoAttack alone (the ensemble RobustBench ranks by), of {len(rows)} pairs: {counts}."
-    if carried:
+    if carried and name_carried:
         text += (f" For {len(carried)} of them the white-box row above says {_or(r.verdict for r in carried)} "
                  "while AutoAttack does not separate the two networks: that verdict comes from the weaker attacks.")
     return text
@@ -268,6 +269,8 @@ def findings_readme_markdown(
                      "complete run beside its twin.")
     if per_column:
         text += " " + _separating_columns(per_column)
+        if strongest := _autoattack_sentence(per_column, findings, name_carried=False):
+            text += " " + strongest
     if left_out:
         text += f" Not complete yet: {', '.join(f'`{m}`' for m in sorted(left_out))}."
     return text
