@@ -23,6 +23,7 @@ from arbibench.attacks import Linf, get_attack
 from arbibench.attacks.autoattack import VERSIONS, component_generator
 from arbibench.data import load_cifar10
 from arbibench.files import atomic_write_json
+from arbibench.machine import describe
 from arbibench.models.zoo import load_model
 
 EPS = 8 / 255
@@ -69,7 +70,8 @@ def main() -> None:
     print(f"robust after all components: {int(alive.sum())} of {len(y)}; {total:.1f} s in all")
     if args.json:
         atomic_write_json({"model": args.model, "version": args.version, "images": len(y),
-                           "threads": torch.get_num_threads(), "machine": platform.machine(), "components": rows,
+                           "threads": torch.get_num_threads(), "machine": platform.machine(),
+                           "cpu": describe(torch.get_num_threads()), "components": rows,
                            "robust": int(alive.sum()), "seconds": round(total, 2)}, args.json)
 
 
