@@ -33,8 +33,11 @@ def test_ray_without_the_extra_says_how_to_install_it(no_ray: None) -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"name": "dask"}, "unknown backend 'dask'"), ({"address": "auto"}, "--address apply to --backend ray"),
-     ({"workers": 4}, "--workers apply to --backend ray")],
+    [({"name": "dask"}, "unknown backend 'dask'"),
+     ({"address": "auto"}, "--address apply to --backend processes or ray"),
+     ({"workers": 4}, "--workers apply to --backend processes or ray"),
+     ({"name": "processes", "address": "auto"}, "--address applies to --backend ray"),
+     ({"name": "processes", "workers": 0}, "--workers must be a positive integer, got 0")],
 )  # fmt: skip
 def test_bad_backend_options_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(BackendError, match=message):

@@ -1,4 +1,5 @@
-"""Choosing a backend by name: ``local`` (the runner computes its batches itself) or ``ray`` (a Ray cluster).
+"""Choosing a backend by name: ``local`` (the runner computes its batches itself), ``processes`` (worker processes on
+this machine) or ``ray`` (a Ray cluster).
 
 Kept apart from the :class:`~arbibench.evaluation.backends.Backend` interface, which the implementations import:
 this factory imports them (Ray only when ``--backend ray`` is chosen; it is an optional extra), so the interface
@@ -12,7 +13,7 @@ import os
 
 from arbibench.evaluation.backends import Backend, BackendError
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "processes", "ray")
 RAY_PIN = "ray==2.60.0"  # the version arbibench[ray] installs and the cluster tests run
 RAY_MISSING = (
     "--backend ray needs Ray, an optional extra: pip install 'arbibench[ray]' (installs " + RAY_PIN + "); the "
@@ -29,6 +30,7 @@ def get_backend(
     model_dir: str | os.PathLike[str] | None = None,
 ) -> Backend | None:
     """The backend called ``name``: ``None`` for ``local`` (the runner computes its batches itself), a
+    :class:`~arbibench.evaluation.process_backend.ProcessBackend` for ``processes``, a
     :class:`~arbibench.evaluation.ray_backend.RayBackend` for ``ray`` (``address``: a cluster's head,
     ``"auto"`` or ``$RAY_ADDRESS``; neither: a private Ray on this machine, on 127.0.0.1 only)."""
     if name not in BACKENDS:
@@ -36,8 +38,14 @@ def get_backend(
     if name == "local":
         given = [flag for flag, v in (("--address", address), ("--workers", workers)) if v is not None]
         if given:
-            raise BackendError(f"{' and '.join(given)} apply to --backend ray; add --backend ray or drop them")
+            raise BackendError(f"{' and '.join(given)} apply to --backend processes or ray; add --backend or drop them")
         return None
+    if name == "processes":
+        if address is not None:
+            raise BackendError("--address applies to --backend ray; drop it for --backend processes")
+        from arbibench.evaluation.process_backend import ProcessBackend  # start-up: loads torch
+
+        return ProcessBackend(workers=workers, worker_threads=worker_threads, model_dir=model_dir)
     if importlib.util.find_spec("ray") is None:
         raise BackendError(RAY_MISSING)
     if address is None and not os.environ.get("RAY_ADDRESS"):

@@ -17,15 +17,17 @@ if TYPE_CHECKING:
     from arbibench.evaluation.backends import Backend
 
 # The command-line help of the backend options, shared by `eval`, `protocol run` and `sweep`.
-BACKEND_HELP = "Where the store batches are computed: local (this process) or ray (a Ray cluster; same results)."
+BACKEND_HELP = ("Where the store batches are computed: local (this process), processes (worker processes on this "
+                "machine: more cores, or a GPU that one process leaves idle) or ray (a Ray cluster); same results.")
 ADDRESS_HELP = ("--backend ray: the cluster's head, host:port or 'auto' (default $RAY_ADDRESS; neither: a private "
                 "Ray on this machine, on 127.0.0.1).")
 INFERENCE_HELP = ("simulation: the float model answers everything (as always); deployed: the bit-packed network of a "
                   "BNN (arbibench.deploy) answers the clean pass and every black-box query and decides every outcome, "
                   "white-box attacks taking their gradients on the simulation. Part of the store key and the card.")
-WORKERS_HELP = "--backend ray: worker actors (default: the cluster's CPUs / --worker-threads)."
-WORKER_THREADS_HELP = ("--backend ray: torch threads per worker (default: this process's, as a local run uses; "
-                       "another count may round differently).")
+WORKERS_HELP = ("--backend processes or ray: worker processes or actors (default: this machine's or the cluster's "
+                "CPUs / --worker-threads).")
+WORKER_THREADS_HELP = ("--backend processes or ray: torch threads per worker (default: this process's, as a local run "
+                       "uses; another count may round differently on a CPU).")
 SPEC_HELP = (
     "Attack specs, comma-separated, run in this order: NAME or NAME(param=value, ...), e.g. "
     "\"square(max_queries=300),pgd(steps=20)\"; parameters are checked by the attack's config. AutoAttack's names "

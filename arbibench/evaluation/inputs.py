@@ -17,6 +17,22 @@ FLAG_MEANINGS = {
 }
 
 
+def full_float32() -> None:
+    """Make CUDA convolutions and matrix products compute in full float32, not TF32.
+
+    cuDNN convolutions default to TF32 on Ampere and newer GPUs (10-bit mantissas): the network evaluated would not
+    be the float32 network its card names, and a BNN's signs flip on such rounding. Set once per process, through
+    torch's newer per-backend precision settings where they exist (reading the older flags after a mix raises).
+    """
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):
+        conv.fp32_precision = "ieee"
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    else:  # torch before 2.9
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """The evaluation device, checked once up front: ``None`` means CPU; an unknown or absent device is a ValueError.
 
@@ -38,6 +54,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
                 f"device {device!r} is not available: {torch.cuda.device_count()} CUDA device(s) visible, "
                 f"numbered from 0; use cuda:0 .. cuda:{torch.cuda.device_count() - 1}"
             )
+        full_float32()
     elif dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device!r} is not available on this machine; use --device cpu (device='cpu')")
     elif dev.type not in ("cpu", "cuda", "mps"):

@@ -23,7 +23,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -32,15 +31,19 @@ from ray.exceptions import RayActorError, RayTaskError
 from rich.progress import Progress
 
 from arbibench.attacks import Attack, ThreatModel
-from arbibench.attacks.query import BlackBoxAttack
 from arbibench.clock import active_clock
 from arbibench.evaluation.backends import Backend, BackendError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
+from arbibench.evaluation.batch_jobs import (
+    BatchJob,
+    ModelSpec,
+    load_spec,
+    model_spec,
+    run_in_two_waves,
+)
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
-from arbibench.evaluation.store import Outcomes, hash_json, hash_model
-from arbibench.files import sha256_file
-from arbibench.models.zoo import get_entry, load_model, verified_checkpoint
+from arbibench.evaluation.store import hash_json
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting at the actor so that it never idles on a round trip
 WORKER_START_S = 120.0
@@ -124,18 +127,6 @@ def connect_ray(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None
         raise BackendError(f"cannot connect to the Ray cluster at {address}: {failure[0]}") from failure[0]
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """How a worker loads the model: zoo name, dataset, user model folder, and the identities it must match."""
-
-    name: str
-    dataset: str
-    model_dir: str | None
-    sha256: str  # of the checkpoint file the driver loaded
-    model_hash: str  # hash_model of the weights: the store key's model identity
-    inference: str = "simulation"  # "deployed": the worker builds (and compiles the kernel of) its own deployed network
-
-
 class BatchWorker:
     """A Ray actor computing store batches with :func:`compute_batch`; models and attacks are cached."""
 
@@ -151,20 +142,7 @@ class BatchWorker:
     def _model(self, spec: ModelSpec, device: torch.device) -> torch.nn.Module:
         cache_key = (spec.name, spec.sha256, str(device))
         if cache_key not in self.models:
-            path = verified_checkpoint(get_entry(spec.name, spec.dataset, spec.model_dir), spec.model_dir)
-            got = sha256_file(path)
-            if got != spec.sha256:
-                raise BackendError(
-                    f"worker pid {os.getpid()}: checkpoint {path} of {spec.name} has sha256 {got}, the driver loaded "
-                    f"{spec.sha256}; install the same arbibench (and model folder) on every node"
-                )
-            model = load_model(spec.name, spec.model_dir, spec.dataset, device=device)
-            if hash_model(model) != spec.model_hash:
-                raise BackendError(
-                    f"the model the driver evaluates as {spec.name!r} is not that zoo checkpoint's weights; the ray "
-                    "backend loads models by zoo name: evaluate the zoo model itself, or use --backend local"
-                )
-            self.models[cache_key] = model
+            self.models[cache_key] = load_spec(spec, device)
         return self.models[cache_key]
 
     def compute(
@@ -200,25 +178,6 @@ class BatchWorker:
             attack = self.attacks[key]
         out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
         return out, active_clock().now() - t0
-
-
-@dataclass
-class _Job:
-    plan: EvalPlan
-    key: str
-    attack: Attack | None
-    batch_index: int
-    clean: Outcomes | None
-    attempts: int = 0
-
-    @property
-    def cost(self) -> float:
-        """Rough relative cost, for longest-first scheduling: query attacks first, then by budget."""
-        if self.attack is None:
-            return 0.0
-        config = self.attack.config_dict()
-        budget = float(config.get("max_queries") or config.get("steps") or 1)
-        return budget + (1e9 if isinstance(self.attack, BlackBoxAttack) else 0.0)
 
 
 class RayBackend(Backend):
@@ -308,65 +267,18 @@ class RayBackend(Backend):
         ctx = plan.ctx
         cache_key = (ctx.model_name, ctx.model_hash, ctx.inference)
         if cache_key not in self._models:
-            try:
-                entry = get_entry(ctx.model_name, ctx.dataset, self.model_dir)
-            except (KeyError, ValueError) as e:
-                raise BackendError(
-                    f"the ray backend loads each model on its workers by zoo name, and {ctx.model_name!r} is not a "
-                    f"zoo or imported model ({e}); evaluate it with --backend local"
-                ) from e
-            sha = sha256_file(verified_checkpoint(entry, self.model_dir))
-            self._models[cache_key] = ModelSpec(ctx.model_name, ctx.dataset, self.model_dir, sha, ctx.model_hash,
-                                                ctx.inference)
+            self._models[cache_key] = model_spec(plan, self.model_dir, self.name)
         return self._models[cache_key]
 
     def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
         """Clean passes of every plan first, then all their attack batches, longest first."""
         for plan in plans:
             self._model_spec(plan)  # a model the workers cannot load fails here, before any work
-        clean_jobs: dict[tuple[str, int], _Job] = {}
-        for plan in plans:
-            key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, CLEAN, plan.ctx.spec(None))
-            for b in self._missing(plan, key):
-                clean_jobs.setdefault((key, b), _Job(plan, key, None, b, None))
-        attack_keys = []
-        for plan in plans:
-            for attack in plan.attacks:
-                key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, attack.name,
-                                              plan.ctx.spec(attack))
-                attack_keys.append((plan, attack, key, self._missing(plan, key)))
-        total = sum(self._size(j.plan, j.batch_index) for j in clean_jobs.values())
-        total += sum(self._size(p, b) for p, _, _, missing in attack_keys for b in missing)
-        if total == 0:
-            return
-        self._start()  # before the progress bar: a cluster that cannot be reached fails here, with nothing shown
-        task = progress.add_task("ray", total=total)
-        self._run_jobs(list(clean_jobs.values()), progress, task)
-        attack_jobs: dict[tuple[str, int], _Job] = {}
-        for plan, attack, key, missing in attack_keys:
-            if not missing:
-                continue
-            clean_key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, CLEAN, plan.ctx.spec(None))
-            clean = plan.ctx.store.outcomes(clean_key)
-            for b in missing:
-                attack_jobs.setdefault((key, b), _Job(plan, key, attack, b, clean))
-        self._run_jobs(sorted(attack_jobs.values(), key=lambda j: -j.cost), progress, task)
+        run_in_two_waves(plans, progress, self.name, self._start, self._run_jobs)
 
-    @staticmethod
-    def _missing(plan: EvalPlan, key: str) -> list[int]:
-        n_batches = -(-len(plan.ctx.y) // plan.ctx.batch_size)
-        done = plan.ctx.store.done_batches(key)
-        return [b for b in range(n_batches) if b not in done]
-
-    @staticmethod
-    def _size(plan: EvalPlan, b: int) -> int:
-        return min(plan.ctx.batch_size, len(plan.ctx.y) - b * plan.ctx.batch_size)
-
-    def _submit(self, job: _Job, worker: int) -> Any:
+    def _submit(self, job: BatchJob, worker: int) -> Any:
         ctx = job.plan.ctx
-        s = slice(job.batch_index * ctx.batch_size, (job.batch_index + 1) * ctx.batch_size)
-        x, y = ctx.x[s].clone(), ctx.y[s].clone()  # a clone, not a view: a view would ship the whole tensor
-        clean = None if job.clean is None else torch.from_numpy(job.clean.clean_correct[s].copy())
+        x, y, clean = job.inputs()
         box, config_hash = None, None
         if job.attack is not None:
             if job.key not in self._attack_refs:
@@ -377,7 +289,7 @@ class RayBackend(Backend):
             clean, layout(x), str(ctx.device),
         )
 
-    def _run_jobs(self, jobs: list[_Job], progress: Progress, task: Any) -> None:
+    def _run_jobs(self, jobs: list[BatchJob], progress: Progress, task: Any) -> None:
         """Keep every usable worker fed until all jobs are committed.
 
         A worker whose batch failed because it died gets nothing new until it answers a probe (Ray restarts it):
@@ -385,7 +297,7 @@ class RayBackend(Backend):
         driver never waits on a worker that will not return; with every worker dropped the run stops with an error.
         """
         queue = deque(jobs)
-        in_flight: dict[Any, tuple[_Job, int]] = {}
+        in_flight: dict[Any, tuple[BatchJob, int]] = {}
         load = [0] * len(self.actors)
         while queue or in_flight:
             while queue:
@@ -394,7 +306,7 @@ class RayBackend(Backend):
                     break
                 job = queue.popleft()
                 if job.plan.ctx.store.has_batch(job.key, job.batch_index):  # committed by another driver
-                    progress.advance(task, self._size(job.plan, job.batch_index))
+                    progress.advance(task, job.size)
                     continue
                 worker = min(ready, key=lambda w: load[w])
                 in_flight[self._submit(job, worker)] = (job, worker)

@@ -1,0 +1,182 @@
+"""The store batches a backend still has to compute, and how a worker loads the model they belong to.
+
+Shared by the backends that compute batches outside the runner (worker processes on this machine, Ray actors): the
+driver lists the missing batches of its plans (every clean pass first, since an attack batch needs its images' clean
+outcomes, then the attack batches, longest first so that no long batch starts last), cuts each batch's images out
+of the plan, and names the model by zoo name and identity. A worker loads that model itself and refuses one whose
+checkpoint or weights are not the driver's: a batch computed on other weights would be stored under the wrong key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from rich.progress import Progress, TaskID
+from torch import nn
+
+from arbibench.attacks import Attack
+from arbibench.attacks.query import BlackBoxAttack
+from arbibench.evaluation.backends import BackendError
+from arbibench.evaluation.plan import CLEAN, EvalPlan
+from arbibench.evaluation.store import Outcomes, hash_model
+from arbibench.files import sha256_file
+from arbibench.models.zoo import get_entry, load_model, verified_checkpoint
+
+QUERY_ATTACK_FIRST = 1e9  # a query attack's batch outranks every white-box batch in the longest-first order
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How a worker loads the model: zoo name, dataset, user model folder, and the identities it must match."""
+
+    name: str
+    dataset: str
+    model_dir: str | None
+    sha256: str  # of the checkpoint file the driver loaded
+    model_hash: str  # hash_model of the weights: the store key's model identity
+    inference: str = "simulation"  # "deployed": the worker builds (and compiles the kernel of) its own deployed network
+
+
+def model_spec(plan: EvalPlan, model_dir: str | None, backend: str) -> ModelSpec:
+    """The :class:`ModelSpec` of ``plan``'s model, or one BackendError when it is not a zoo or imported model."""
+    ctx = plan.ctx
+    try:
+        entry = get_entry(ctx.model_name, ctx.dataset, model_dir)
+    except (KeyError, ValueError) as e:
+        raise BackendError(
+            f"the {backend} backend loads each model on its workers by zoo name, and {ctx.model_name!r} is not a zoo "
+            f"or imported model ({e}); evaluate it with --backend local"
+        ) from e
+    sha = sha256_file(verified_checkpoint(entry, model_dir))
+    return ModelSpec(ctx.model_name, ctx.dataset, model_dir, sha, ctx.model_hash, ctx.inference)
+
+
+def load_spec(spec: ModelSpec, device: torch.device) -> nn.Module:
+    """The model of ``spec`` on ``device``, checked against the driver's checkpoint sha256 and weights hash."""
+    path = verified_checkpoint(get_entry(spec.name, spec.dataset, spec.model_dir), spec.model_dir)
+    got = sha256_file(path)
+    if got != spec.sha256:
+        raise BackendError(
+            f"worker pid {os.getpid()}: checkpoint {path} of {spec.name} has sha256 {got}, the driver loaded "
+            f"{spec.sha256}; install the same arbibench (and model folder) wherever the workers run"
+        )
+    model = load_model(spec.name, spec.model_dir, spec.dataset, device=device)
+    if hash_model(model) != spec.model_hash:
+        raise BackendError(
+            f"the model the driver evaluates as {spec.name!r} is not that zoo checkpoint's weights; a backend loads "
+            "models by zoo name: evaluate the zoo model itself, or use --backend local"
+        )
+    return model
+
+
+def attack_cost(config: Mapping[str, Any]) -> float:
+    """Rough relative cost of one batch of an attack with ``config`` (its ``config_dict``): queries or steps, times
+    restarts and target classes, summed over an ensemble's components."""
+    if "components" in config:
+        return sum(attack_cost(c) for c in config["components"])
+    steps = float(config.get("max_queries") or config.get("steps") or 1)
+    return steps * max(1, int(config.get("restarts") or 1)) * max(1, int(config.get("n_target_classes") or 1))
+
+
+@dataclass
+class BatchJob:
+    """One missing store batch: the plan and evaluation key it belongs to, its attack (None: the clean pass), its
+    index, and the clean outcomes its images are attacked from."""
+
+    plan: EvalPlan
+    key: str
+    attack: Attack | None
+    batch_index: int
+    clean: Outcomes | None
+    attempts: int = 0
+
+    @property
+    def cost(self) -> float:
+        """Rough relative cost, for longest-first scheduling: query attacks first, then by budget."""
+        if self.attack is None:
+            return 0.0
+        bonus = QUERY_ATTACK_FIRST if isinstance(self.attack, BlackBoxAttack) else 0.0
+        return attack_cost(self.attack.config_dict()) + bonus
+
+    @property
+    def size(self) -> int:
+        """Images in the batch (the last batch of an evaluation may be short)."""
+        ctx = self.plan.ctx
+        return min(ctx.batch_size, len(ctx.y) - self.batch_index * ctx.batch_size)
+
+    def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The batch's images, labels and clean outcomes as CPU copies (a view would carry the whole tensor along)."""
+        ctx = self.plan.ctx
+        s = slice(self.batch_index * ctx.batch_size, (self.batch_index + 1) * ctx.batch_size)
+        x, y = ctx.x[s].cpu().clone(), ctx.y[s].cpu().clone()
+        clean = None if self.clean is None else torch.from_numpy(self.clean.clean_correct[s].copy())
+        return x, y, clean
+
+
+def missing_batches(plan: EvalPlan, key: str) -> list[int]:
+    """Batch indices of evaluation ``key`` that the plan's store does not hold yet."""
+    n_batches = -(-len(plan.ctx.y) // plan.ctx.batch_size)
+    done = plan.ctx.store.done_batches(key)
+    return [b for b in range(n_batches) if b not in done]
+
+
+def clean_jobs(plans: Sequence[EvalPlan]) -> list[BatchJob]:
+    """The missing clean-pass batches of ``plans`` (each once, however many plans share an evaluation)."""
+    jobs: dict[tuple[str, int], BatchJob] = {}
+    for plan in plans:
+        key = plan.ctx.store.register(plan.ctx.model_hash, plan.ctx.model_name, CLEAN, plan.ctx.spec(None))
+        for b in missing_batches(plan, key):
+            jobs.setdefault((key, b), BatchJob(plan, key, None, b, None))
+    return list(jobs.values())
+
+
+def attack_jobs(plans: Sequence[EvalPlan]) -> list[BatchJob]:
+    """The missing attack batches of ``plans``, longest first; call it once their clean passes are stored."""
+    jobs: dict[tuple[str, int], BatchJob] = {}
+    for plan in plans:
+        ctx = plan.ctx
+        clean: Outcomes | None = None
+        for attack in plan.attacks:
+            key = ctx.store.register(ctx.model_hash, ctx.model_name, attack.name, ctx.spec(attack))
+            missing = missing_batches(plan, key)
+            if missing and clean is None:
+                clean_key = ctx.store.register(ctx.model_hash, ctx.model_name, CLEAN, ctx.spec(None))
+                clean = ctx.store.outcomes(clean_key)
+            for b in missing:
+                jobs.setdefault((key, b), BatchJob(plan, key, attack, b, clean))
+    return sorted(jobs.values(), key=lambda j: -j.cost)
+
+
+def pending_samples(plans: Sequence[EvalPlan]) -> int:
+    """Images in every batch of ``plans`` that the store lacks, clean passes and attacks together (registers the
+    evaluations, as running them would)."""
+    total = sum(j.size for j in clean_jobs(plans))
+    for plan in plans:
+        ctx = plan.ctx
+        for attack in plan.attacks:
+            key = ctx.store.register(ctx.model_hash, ctx.model_name, attack.name, ctx.spec(attack))
+            total += sum(BatchJob(plan, key, attack, b, None).size for b in missing_batches(plan, key))
+    return total
+
+
+def run_in_two_waves(
+    plans: Sequence[EvalPlan],
+    progress: Progress,
+    label: str,
+    start: Callable[[], None],
+    run_jobs: Callable[[list[BatchJob], Progress, TaskID], None],
+) -> None:
+    """A backend's run: nothing when the store holds every batch; else ``start()`` (its workers, before any progress
+    bar, so that a backend that cannot start fails with nothing shown), then ``run_jobs`` on every missing clean-pass
+    batch, then on every missing attack batch, longest first."""
+    total = pending_samples(plans)
+    if total == 0:
+        return
+    start()
+    task = progress.add_task(label, total=total)
+    run_jobs(clean_jobs(plans), progress, task)
+    run_jobs(attack_jobs(plans), progress, task)

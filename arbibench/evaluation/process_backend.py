@@ -1,0 +1,177 @@
+"""The processes backend: store batches computed by worker processes on this machine, committed by the driver.
+
+For a machine with more cores than one process keeps busy, or a GPU that one process leaves idle between its small
+kernels (a ResNet-20 batch of 200 is launch-bound): ``workers`` processes, started fresh (``spawn``: CUDA cannot be
+shared across ``fork``), each with ``worker_threads`` torch threads (default: the driver's, so that a CPU run
+rounds as the local run does and stores the same rows), all on the run's device. Each worker loads the model by zoo
+name and refuses a checkpoint or weights that are not the driver's; the driver keeps ``IN_FLIGHT_PER_WORKER``
+batches per worker submitted, the most expensive first, and alone writes the store, one transaction per batch. A
+worker that dies (killed, out of memory) stops the run with one error; a rerun resumes from the store. No Ray, no
+network: the workers talk to the driver through pipes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import torch
+from rich.progress import Progress, TaskID
+
+from arbibench.attacks import Attack, ThreatModel
+from arbibench.clock import active_clock
+from arbibench.evaluation.backends import Backend, BackendError
+from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
+from arbibench.evaluation.batch_jobs import BatchJob, ModelSpec, load_spec, model_spec, run_in_two_waves
+from arbibench.evaluation.inputs import resolve_device
+from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
+
+IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip
+
+# per worker process: the models it has loaded, by (name, checkpoint sha256, device)
+_models: dict[tuple[str, str, str], torch.nn.Module] = {}
+
+
+def _init_worker(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def _worker_info() -> tuple[int, int]:
+    """(process id, torch threads) of the worker that answers."""
+    return os.getpid(), torch.get_num_threads()
+
+
+def _compute(
+    spec: ModelSpec,
+    attack: Attack | None,
+    threat: ThreatModel,
+    seed: int,
+    batch_index: int,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    clean_correct: torch.Tensor | None,
+    expected_layout: tuple[str, tuple[int, ...], tuple[int, ...]],
+    device: str,
+) -> tuple[BatchOutcome, float]:
+    """One store batch, in a worker (``attack=None``: the clean pass); returns its columns and compute seconds."""
+    t0 = active_clock().now()
+    if layout(x) != expected_layout:
+        raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
+    dev = resolve_device(device)
+    cache_key = (spec.name, spec.sha256, str(dev))
+    if cache_key not in _models:
+        _models[cache_key] = load_spec(spec, dev)
+    net = _models[cache_key]
+    oracle = deployed_oracle(net, spec.inference, spec.name)
+    out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
+    return out, active_clock().now() - t0
+
+
+class ProcessBackend(Backend):
+    """Store batches on ``workers`` local processes (default: this machine's CPUs / ``worker_threads``) of
+    ``worker_threads`` torch threads each (default: the driver's)."""
+
+    name = "processes"
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        worker_threads: int | None = None,
+        model_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        for flag, value in (("--workers", workers), ("--worker-threads", worker_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise BackendError(f"{flag} must be a positive integer, got {value!r}")
+        self.worker_threads = worker_threads or torch.get_num_threads()
+        self.workers = workers or max(1, (os.cpu_count() or 1) // self.worker_threads)
+        self.model_dir = None if model_dir is None else str(model_dir)
+        self.pool: ProcessPoolExecutor | None = None
+        self.pids: list[int] = []  # of the workers, once started
+        self.committed = 0  # batches computed by the workers and committed by the driver
+        self.on_commit: Callable[[int], None] | None = None  # called with the number of batches committed so far
+        self._models: dict[tuple[str, str, str], ModelSpec] = {}
+
+    def _start(self) -> None:
+        if self.pool is not None:
+            return
+        self.pool = ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+            initargs=(self.worker_threads,),
+        )  # fmt: skip
+        try:
+            # every worker starts now (a pool starts them on demand): an environment where they cannot fails here
+            infos = {f.result() for f in [self.pool.submit(_worker_info) for _ in range(self.workers)]}
+        except BrokenProcessPool as e:
+            self.close()
+            raise BackendError(f"the {self.workers} worker processes did not start ({e}); try --backend local") from e
+        self.pids = sorted(pid for pid, _ in infos)
+        wrong = [threads for _, threads in infos if threads != self.worker_threads]
+        if wrong:
+            raise BackendError(f"workers run {wrong[0]} torch threads, not the {self.worker_threads} asked for")
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+        self.pids = []
+
+    def _model_spec(self, plan: EvalPlan) -> ModelSpec:
+        ctx = plan.ctx
+        cache_key = (ctx.model_name, ctx.model_hash, ctx.inference)
+        if cache_key not in self._models:
+            self._models[cache_key] = model_spec(plan, self.model_dir, self.name)
+        return self._models[cache_key]
+
+    def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
+        """Clean passes of every plan first, then all their attack batches, longest first."""
+        for plan in plans:
+            self._model_spec(plan)  # a model the workers cannot load fails here, before any work
+        run_in_two_waves(plans, progress, self.name, self._start, self._run_jobs)
+
+    def _submit(self, job: BatchJob) -> Future[tuple[BatchOutcome, float]]:
+        assert self.pool is not None
+        ctx = job.plan.ctx
+        x, y, clean = job.inputs()
+        return self.pool.submit(
+            _compute, self._model_spec(job.plan), job.attack, ctx.threat, ctx.seed, job.batch_index, x, y, clean,
+            layout(x), str(ctx.device),
+        )  # fmt: skip
+
+    def _run_jobs(self, jobs: list[BatchJob], progress: Progress, task: TaskID) -> None:
+        """Keep ``IN_FLIGHT_PER_WORKER`` batches per worker submitted until every job is committed."""
+        queue = list(reversed(jobs))  # popped from the end: the most expensive first
+        in_flight: dict[Future[Any], BatchJob] = {}
+        job: BatchJob | None = None
+        try:
+            while queue or in_flight:
+                while queue and len(in_flight) < IN_FLIGHT_PER_WORKER * self.workers:
+                    job = queue.pop()
+                    if job.plan.ctx.store.has_batch(job.key, job.batch_index):  # committed by another driver
+                        progress.advance(task, job.size)
+                        continue
+                    in_flight[self._submit(job)] = job
+                if not in_flight:
+                    continue
+                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for future in done:
+                    job = in_flight.pop(future)
+                    outcome, seconds = future.result()  # an attack's error stops the run, as in the local runner
+                    commit_outcome(job.plan.ctx, job.key, outcome, seconds)
+                    self.committed += 1
+                    progress.advance(task, job.size)
+                    if self.on_commit is not None:
+                        self.on_commit(self.committed)
+        except BrokenProcessPool as e:
+            name = None if job is None else CLEAN if job.attack is None else job.attack.name
+            what = "" if job is None else f" ({name} batch {job.batch_index})"
+            raise BackendError(
+                f"a worker process died (killed, or out of memory) while batches were computing{what}; rerun the same "
+                "command: the committed batches are kept"
+            ) from e
+        finally:
+            for future in in_flight:
+                future.cancel()

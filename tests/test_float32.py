@@ -1,0 +1,25 @@
+"""On CUDA the evaluation computes in full float32: cuDNN's TF32 default would evaluate another network."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from arbibench.evaluation.inputs import full_float32
+
+
+@pytest.fixture
+def saved_precision() -> Iterator[None]:
+    conv, matmul = torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision
+    yield
+    torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision = conv, matmul
+
+
+def test_full_float32_turns_tf32_off_for_convolutions_and_matrix_products(saved_precision: None) -> None:
+    torch.backends.cudnn.conv.fp32_precision = "tf32"  # torch's default for cuDNN convolutions
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    full_float32()
+    assert torch.backends.cudnn.conv.fp32_precision == "ieee"
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"

@@ -1,0 +1,94 @@
+"""The protocol on local worker processes gives the local run's store, row for row; a worker killed mid-run stops the
+run with one error and the rerun resumes from the store to the same rows; the CLI takes ``--backend processes``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arbibench.attacks import BLACK_BOX, WHITE_BOX
+from arbibench.cli import app
+from arbibench.evaluation.backends import BackendError
+from arbibench.evaluation.process_backend import ProcessBackend
+from arbibench.evaluation.store import ResultStore
+from arbibench.protocol.presets import AttackSpec, Protocol
+from arbibench.protocol.run import run_protocol
+
+MODELS = ["resnet20_fp", "resnet20_bnn"]
+PROTOCOL = Protocol(
+    name="processes-test", dataset="cifar10", threat_model="Linf", eps=8 / 255, eps_text="8/255",
+    attacks=(AttackSpec("fgsm", WHITE_BOX), AttackSpec("pgd", WHITE_BOX, (("steps", 3),)),
+             AttackSpec("square", BLACK_BOX, (("max_queries", 40),))),
+    n_white_box=100, n_black_box=25, batch_size=25, sweep_attack="fgsm", sweep_eps=("4/255",), n_sweep=50,
+    eps_star_attacks=(),
+)  # fmt: skip
+
+
+def _rows(path: Path) -> dict[str, list[tuple]]:
+    """Every stored row but the timings (seconds, creation time)."""
+    with sqlite3.connect(path) as c:
+        return {
+            "evaluations": sorted(c.execute("SELECT eval_key, model_hash, model_name, attack, spec FROM evaluations")),
+            "batches": sorted(c.execute("SELECT eval_key, batch_index, n_samples FROM batches")),
+            "outcomes": sorted(c.execute("SELECT * FROM outcomes")),
+            "flags": sorted(c.execute("SELECT * FROM flags")),
+        }
+
+
+@pytest.fixture(scope="module")
+def local_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    path = tmp_path_factory.mktemp("local") / "local.db"
+    with ResultStore(path) as store:
+        run_protocol(PROTOCOL, MODELS, store, data_dir=data_dir, progress=False)
+    return path
+
+
+def _processes_run(path: Path, data_dir: Path, kill_at: int | None = None) -> ProcessBackend:
+    backend = ProcessBackend(workers=2, worker_threads=1)
+
+    def kill_a_worker(committed: int) -> None:
+        if committed == kill_at:
+            os.kill(backend.pids[0], signal.SIGKILL)
+
+    backend.on_commit = kill_a_worker
+    try:
+        with ResultStore(path) as store:
+            run_protocol(PROTOCOL, MODELS, store, data_dir=data_dir, progress=False, backend=backend)
+    finally:
+        backend.close()
+    return backend
+
+
+def test_protocol_on_processes_equals_local(local_store: Path, tmp_path: Path, data_dir: Path) -> None:
+    backend = _processes_run(tmp_path / "p.db", data_dir)
+    rows = _rows(tmp_path / "p.db")
+    assert backend.committed == len(rows["batches"])  # every batch came from a worker, none from the driver
+    assert rows == _rows(local_store)
+    assert any(q is not None for *_, q in rows["outcomes"])  # black-box rows too
+
+
+def test_killed_worker_is_one_error_and_the_rerun_resumes(local_store: Path, tmp_path: Path, data_dir: Path) -> None:
+    with pytest.raises(BackendError, match="a worker process died.*rerun the same command"):
+        _processes_run(tmp_path / "p.db", data_dir, kill_at=5)
+    with sqlite3.connect(tmp_path / "p.db") as c:
+        kept = c.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+    assert kept >= 5  # what was committed before the kill stays
+    backend = _processes_run(tmp_path / "p.db", data_dir)
+    assert 0 < backend.committed < len(_rows(local_store)["batches"])  # only the missing batches were computed
+    assert _rows(tmp_path / "p.db") == _rows(local_store)
+
+
+def test_cli_eval_on_processes(tmp_path: Path, data_dir: Path) -> None:
+    args = ["eval", "-m", "resnet20_bnn", "--attacks", "fgsm", "-n", "40", "--batch-size", "20", "--no-checks",
+            "--data-dir", str(data_dir)]  # fmt: skip
+    local = CliRunner().invoke(app, [*args, "--store", str(tmp_path / "l.db")])
+    assert local.exit_code == 0, local.output
+    run = CliRunner().invoke(app, [*args, "--store", str(tmp_path / "p.db"), "--backend", "processes",
+                                   "--workers", "2", "--worker-threads", "1"])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    assert _rows(tmp_path / "p.db") == _rows(tmp_path / "l.db")
