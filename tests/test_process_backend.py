@@ -48,7 +48,7 @@ def local_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Pat
     return path
 
 
-def _processes_run(path: Path, data_dir: Path, kill_at: int | None = None) -> ProcessBackend:
+def _processes_run(path: Path, data_dir: Path, kill_at: int | None = None) -> tuple[ProcessBackend, list]:
     backend = ProcessBackend(workers=2, worker_threads=1)
 
     def kill_a_worker(committed: int) -> None:
@@ -58,18 +58,19 @@ def _processes_run(path: Path, data_dir: Path, kill_at: int | None = None) -> Pr
     backend.on_commit = kill_a_worker
     try:
         with ResultStore(path) as store:
-            run_protocol(PROTOCOL, MODELS, store, data_dir=data_dir, progress=False, backend=backend)
+            results = run_protocol(PROTOCOL, MODELS, store, data_dir=data_dir, progress=False, backend=backend)
     finally:
         backend.close()
-    return backend
+    return backend, results
 
 
 def test_protocol_on_processes_equals_local(local_store: Path, tmp_path: Path, data_dir: Path) -> None:
-    backend = _processes_run(tmp_path / "p.db", data_dir)
+    backend, results = _processes_run(tmp_path / "p.db", data_dir)
     rows = _rows(tmp_path / "p.db")
     assert backend.committed == len(rows["batches"])  # every batch came from a worker, none from the driver
     assert rows == _rows(local_store)
     assert any(q is not None for *_, q in rows["outcomes"])  # black-box rows too
+    assert [r.machine.endswith("1 thread each, 2 worker processes") for r in results] == [True, True]  # the cards
 
 
 def test_killed_worker_is_one_error_and_the_rerun_resumes(local_store: Path, tmp_path: Path, data_dir: Path) -> None:
@@ -78,7 +79,7 @@ def test_killed_worker_is_one_error_and_the_rerun_resumes(local_store: Path, tmp
     with sqlite3.connect(tmp_path / "p.db") as c:
         kept = c.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
     assert kept >= 5  # what was committed before the kill stays
-    backend = _processes_run(tmp_path / "p.db", data_dir)
+    backend, _ = _processes_run(tmp_path / "p.db", data_dir)
     assert 0 < backend.committed < len(_rows(local_store)["batches"])  # only the missing batches were computed
     assert _rows(tmp_path / "p.db") == _rows(local_store)
 

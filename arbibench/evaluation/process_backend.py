@@ -29,6 +29,7 @@ from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
 from arbibench.evaluation.batch_jobs import BatchJob, ModelSpec, load_spec, model_spec, run_in_two_waves
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
+from arbibench.machine import computed_on, describe
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip
 
@@ -118,6 +119,11 @@ class ProcessBackend(Backend):
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
         self.pids = []
+
+    def machine(self, device: torch.device) -> str | None:
+        """This machine's CPU (at the workers' threads) or GPU, and the number of workers that shared it."""
+        where = computed_on(device) if device.type == "cuda" else describe(self.worker_threads) + " each"
+        return f"{where}, {self.workers} worker processes"
 
     def _model_spec(self, plan: EvalPlan) -> ModelSpec:
         ctx = plan.ctx

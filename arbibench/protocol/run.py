@@ -218,8 +218,9 @@ def execute_model(
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
         inference=plan.inference,
-        # a backend's workers computed the batches elsewhere: no one machine to name
-        machine=computed_on(plan.plans[0].ctx.device) if plan.plans and backend is None else None,
+        # a cluster's workers computed the batches elsewhere: no one machine to name
+        machine=None if not plan.plans else computed_on(plan.plans[0].ctx.device) if backend is None
+        else backend.machine(plan.plans[0].ctx.device),
         per_image=per_image,
     )
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Full-protocol cards on a GPU machine, within a time limit: `arbibench protocol run cifar10` over MODELS (one after
+# the other) on the processes backend, WORKERS worker processes sharing the GPU (a ResNet-20 batch of 200 leaves one
+# process launch-bound). Stopped after LIMIT_S seconds at the latest (every committed batch stays in the store, so a
+# later run anywhere resumes from it); the store, the cards and the log are packed into OUT/results.tgz.
+#
+#   benchmarks/full_protocol_gpu.sh OUT MODELS [LIMIT_S] [WORKERS]
+#   e.g. ARBIBENCH_DATA=.devdata benchmarks/full_protocol_gpu.sh out resnet20_fp_at,resnet20_bireal_at 540 14
+# (DEVICE=cpu tries the script itself on a machine without a GPU.)
+set -u
+out=$1
+models=$2
+limit=${3:-540}
+workers=${4:-14}
+mkdir -p "$out/run"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0), flush=True)"
+echo "cores: $(nproc); models: $models; limit: $limit s; workers: $workers"
+start=$(date +%s)
+# SIGTERM ends the driver and its workers at once: the store holds whole batches only (one transaction each)
+timeout --signal=TERM --kill-after=5 "$limit" python3 -m arbibench.cli protocol run cifar10 --models "$models" \
+    --device "${DEVICE:-cuda}" --store "$out/run/full_protocol.db" --model-info "$out/run/model_info" --backend processes \
+    --workers "$workers" --worker-threads 1 > "$out/run/protocol.log" 2>&1
+echo "protocol run exited with $? after $(($(date +%s) - start)) s"
+tail -c 5000 "$out/run/protocol.log"
+python3 - "$out/run/full_protocol.db" <<'EOF'
+import sqlite3, sys
+with sqlite3.connect(sys.argv[1]) as c:
+    for name, attack, n, s in c.execute(
+        "SELECT e.model_name, e.attack, COUNT(*), SUM(b.seconds) FROM batches b JOIN evaluations e USING (eval_key) "
+        "GROUP BY e.model_name, e.attack ORDER BY e.model_name, e.attack"
+    ):
+        print(f"{name:24s} {attack:12s} {n:4d} batches {s:8.1f} s")
+EOF
+tar czf "$out/results.tgz" -C "$out/run" .
+ls -la "$out"
