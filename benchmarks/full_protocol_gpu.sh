@@ -7,12 +7,21 @@
 #   benchmarks/full_protocol_gpu.sh OUT MODELS [LIMIT_S] [WORKERS]
 #   e.g. ARBIBENCH_DATA=.devdata benchmarks/full_protocol_gpu.sh out resnet20_fp_at,resnet20_bireal_at 540 14
 # (DEVICE=cpu tries the script itself on a machine without a GPU.)
+#
+# SEED=zoo_runs/carry/<job>.db.gz starts from the rows a queue job has carried (the run resumes after them). The
+# new rows come back as OUT/rows.db.gz in the carry format; on the queue's machine, with the queue paused, merge them
+# into the job's store (its next carry copy takes them along), and the queue's own run skips every batch they hold:
+#   .venv/bin/python -c "import sys; from pathlib import Path; from arbibench.queue.carry import merge_rows; \
+#       print(merge_rows(Path(sys.argv[1]), Path(sys.argv[2])), 'new outcome rows')" rows.db.gz runs/queue/full_protocol.db
 set -u
 out=$1
 models=$2
 limit=${3:-540}
 workers=${4:-14}
 mkdir -p "$out/run"
+if [ -n "${SEED:-}" ]; then
+    case "$SEED" in *.gz) gzip -dc "$SEED" > "$out/run/full_protocol.db" ;; *) cp "$SEED" "$out/run/full_protocol.db" ;; esac
+fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0), flush=True)"
@@ -33,5 +42,8 @@ with sqlite3.connect(sys.argv[1]) as c:
     ):
         print(f"{name:24s} {attack:12s} {n:4d} batches {s:8.1f} s")
 EOF
+python3 -c "import sys; from pathlib import Path; from arbibench.queue.carry import export_rows; \
+print(export_rows(Path(sys.argv[1]), (), Path(sys.argv[2])), 'outcome rows in rows.db.gz')" \
+    "$out/run/full_protocol.db" "$out/rows.db.gz"
 tar czf "$out/results.tgz" -C "$out/run" .
 ls -la "$out"
