@@ -213,8 +213,8 @@ class ModelCard:
     n_examples: dict[str, int] = _field("map", of="integer", factory=dict)
     sweep: tuple[SweepPoint, ...] = _field("record_list", of=SweepPoint, factory=tuple)
     seconds: float | None = _field("number", lo=0.0, omit_none=True)
-    # what wrote the card (CPU model, cores and threads, or the GPU): the seconds are read on it; a run resumed on
-    # another machine stored some batches there. Cards without the field do not say.
+    # what computed the batches (CPU model, cores and threads, or the GPU): the seconds are read on it; where several
+    # did (a run resumed elsewhere, a cluster), each one's share of the batch seconds. Cards without it do not say.
     machine: str | None = _field("text", omit_none=True)
     median_eps_star: float | None = _field("number", lo=0.0, omit_none=True)  # input units, like eps
     median_eps_star_ci95: tuple[float | None, float | None] | None = _field("pair", of="number", omit_none=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,3 +47,18 @@ def computed_on(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} ({device})"
     return describe(torch.get_num_threads())
+
+
+UNRECORDED = "not recorded (stored by an older arbibench)"
+
+
+def provenance(seconds_by_machine: Mapping[str | None, float]) -> str | None:
+    """One line for a card: the machine that computed all its batches, else each machine's share of the batch
+    seconds, largest first (key None: batches stored without a machine); None when no batch names one."""
+    if not any(m is not None for m in seconds_by_machine):
+        return None
+    if len(seconds_by_machine) == 1:
+        return next(iter(seconds_by_machine))
+    total = sum(seconds_by_machine.values()) or 1.0
+    shares = sorted(seconds_by_machine.items(), key=lambda kv: -kv[1])
+    return "; ".join(f"{m or UNRECORDED}: {100 * s / total:.0f}% of batch seconds" for m, s in shares)

@@ -4,6 +4,7 @@ run with one error and the rerun resumes from the store to the same rows; the CL
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 from pathlib import Path
@@ -16,6 +17,7 @@ from arbibench.cli import app
 from arbibench.evaluation.backends import BackendError
 from arbibench.evaluation.process_backend import ProcessBackend
 from arbibench.evaluation.store import ResultStore
+from arbibench.machine import describe
 from arbibench.protocol.presets import AttackSpec, Protocol
 from arbibench.protocol.run import run_protocol
 
@@ -70,7 +72,24 @@ def test_protocol_on_processes_equals_local(local_store: Path, tmp_path: Path, d
     assert backend.committed == len(rows["batches"])  # every batch came from a worker, none from the driver
     assert rows == _rows(local_store)
     assert any(q is not None for *_, q in rows["outcomes"])  # black-box rows too
-    assert [r.machine.endswith("1 thread each, 2 worker processes") for r in results] == [True, True]  # the cards
+    assert [r.machine for r in results] == [describe(1)] * 2  # the cards name the workers' CPU at their one thread
+
+
+def test_a_card_names_each_machine_s_share_of_a_resumed_run(local_store: Path, tmp_path: Path,
+                                                            data_dir: Path) -> None:
+    path = tmp_path / "resumed.db"
+    shutil.copy(local_store, path)
+    with sqlite3.connect(path) as c:  # as if another machine had computed the clean passes and the square batches
+        c.execute("UPDATE batch_machines SET machine = 'GPU X (cuda)' WHERE eval_key IN "
+                  "(SELECT eval_key FROM evaluations WHERE attack IN ('clean', 'square'))")
+        here = c.execute("SELECT DISTINCT machine FROM batch_machines WHERE machine != 'GPU X (cuda)'").fetchall()
+    assert len(here) == 1  # the local run named one machine, this one
+    with ResultStore(path) as store:
+        results = run_protocol(PROTOCOL, MODELS, store, data_dir=data_dir, progress=False)
+    for r in results:  # nothing was computed again: the shares come from the stored batches
+        shares = dict(part.split(": ") for part in r.machine.split("; "))
+        assert set(shares) == {"GPU X (cuda)", here[0][0]}, r.machine
+        assert all(v.endswith("% of batch seconds") for v in shares.values())
 
 
 def test_killed_worker_is_one_error_and_the_rerun_resumes(local_store: Path, tmp_path: Path, data_dir: Path) -> None:

@@ -245,4 +245,5 @@ def test_each_evaluation_is_planned_once_and_the_backend_gets_those_plans(tiny_p
     assert later  # execution hands the backend its plans again (nothing left to compute by then)
     assert len(first) == 2 and all(any(p is q for q in first) for run in later for p in run)  # the same objects
     assert results[0].n_examples == {WHITE_BOX: 60, BLACK_BOX: 20}
-    assert results[0].machine is None  # the backend's workers computed the batches: the card names no machine
+    # this backend computed nothing, the runner every batch: the card names this CPU (the store says so per batch)
+    assert results[0].machine == computed_on(torch.device("cpu"))

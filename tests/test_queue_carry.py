@@ -235,3 +235,29 @@ def test_a_session_about_to_end_gets_the_training_s_last_epoch_copied_to_the_bra
         (repo / "stop").write_text("")
         thread.join(timeout=30)
     assert not thread.is_alive() and copy not in _tree(repo)  # the finished job's copy leaves the branch
+
+
+def test_machines_travel_with_the_rows_and_an_older_copy_without_them_still_merges(tmp_path):
+    store, copy, fresh = tmp_path / "full.db", tmp_path / "rows.db.gz", tmp_path / "fresh.db"
+    with ResultStore(store) as s:
+        key = s.register("hash-m", "m", "pgd", {"n": 4})
+        s.commit_batch(key, 0, range(2), [True] * 2, [True, False], [0.0] * 2, seconds=3.0, machine="GPU X (cuda)")
+        s.commit_batch(key, 1, range(2, 4), [True] * 2, [True, True], [0.0] * 2, seconds=1.0, machine="CPU Y")
+    assert carry.export_rows(store, (), copy) == 4
+    with ResultStore(fresh) as s:  # the destination already computed batch 1 itself: it keeps its own machine
+        s.register("hash-m", "m", "pgd", {"n": 4})
+        s.commit_batch(key, 1, range(2, 4), [True] * 2, [True, True], [0.0] * 2, seconds=2.0, machine="CPU Z")
+    assert carry.merge_rows(copy, fresh) == 2
+    with ResultStore(fresh) as s:
+        assert s.machine_seconds([key]) == {"GPU X (cuda)": 3.0, "CPU Z": 2.0}
+    # a copy written before stores named machines: no batch_machines table, merged all the same
+    old = tmp_path / "old.db"
+    with ResultStore(old) as s:
+        s.register("hash-m", "m", "pgd", {"n": 4})
+        s.commit_batch(key, 0, range(2), [True] * 2, [True, False], [0.0] * 2, seconds=3.0)
+        s.conn.execute("DROP TABLE batch_machines")
+    old_copy, target = tmp_path / "old.db.gz", tmp_path / "target.db"
+    carry.export_rows(old, (), old_copy)
+    assert carry.merge_rows(old_copy, target) == 2
+    with ResultStore(target) as s:
+        assert s.machine_seconds([key]) == {None: 3.0}

@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING
 from rich.progress import Progress
 
 if TYPE_CHECKING:
-    import torch
-
     from arbibench.evaluation.plan import EvalPlan
 
 
@@ -38,11 +36,6 @@ class Backend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the workers (a later :meth:`run` starts new ones)."""
-
-    def machine(self, device: torch.device) -> str | None:
-        """What computed the batches of a run on ``device``, for its card; None where no one machine did (a
-        cluster)."""
-        return None
 
     def __enter__(self) -> Backend:
         return self

@@ -155,8 +155,11 @@ def deployed_oracle(model: nn.Module, inference: str, model_name: str) -> nn.Mod
         raise ValueError(f"--inference deployed: {model_name} cannot be deployed: {e}") from e
 
 
-def commit_outcome(ctx: EvaluationContext, key: str, outcome: BatchOutcome, seconds: float) -> bool:
-    """Commit one computed batch in one transaction (False: it was already there) and keep its oracle notes."""
+def commit_outcome(
+    ctx: EvaluationContext, key: str, outcome: BatchOutcome, seconds: float, machine: str | None = None
+) -> bool:
+    """Commit one computed batch in one transaction (False: it was already there) and keep its oracle notes;
+    ``machine`` names what computed it (:func:`arbibench.machine.computed_on`)."""
     start = outcome.batch_index * ctx.batch_size
     ctx.discrepancies += outcome.discrepancies
     if outcome.inference_note:
@@ -170,4 +173,5 @@ def commit_outcome(ctx: EvaluationContext, key: str, outcome: BatchOutcome, seco
         outcome.perturbation,
         outcome.queries,
         seconds=seconds,
+        machine=machine,
     )

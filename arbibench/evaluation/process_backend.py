@@ -29,7 +29,7 @@ from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
 from arbibench.evaluation.batch_jobs import BatchJob, ModelSpec, load_spec, model_spec, run_in_two_waves
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
-from arbibench.machine import computed_on, describe
+from arbibench.machine import computed_on
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip
 
@@ -57,8 +57,9 @@ def _compute(
     clean_correct: torch.Tensor | None,
     expected_layout: tuple[str, tuple[int, ...], tuple[int, ...]],
     device: str,
-) -> tuple[BatchOutcome, float]:
-    """One store batch, in a worker (``attack=None``: the clean pass); returns its columns and compute seconds."""
+) -> tuple[BatchOutcome, float, str]:
+    """One store batch, in a worker (``attack=None``: the clean pass); returns its columns, compute seconds and what
+    computed it."""
     t0 = active_clock().now()
     if layout(x) != expected_layout:
         raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
@@ -69,7 +70,7 @@ def _compute(
     net = _models[cache_key]
     oracle = deployed_oracle(net, spec.inference, spec.name)
     out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
-    return out, active_clock().now() - t0
+    return out, active_clock().now() - t0, computed_on(dev)
 
 
 class ProcessBackend(Backend):
@@ -120,11 +121,6 @@ class ProcessBackend(Backend):
             self.pool = None
         self.pids = []
 
-    def machine(self, device: torch.device) -> str | None:
-        """This machine's CPU (at the workers' threads) or GPU, and the number of workers that shared it."""
-        where = computed_on(device) if device.type == "cuda" else describe(self.worker_threads) + " each"
-        return f"{where}, {self.workers} worker processes"
-
     def _model_spec(self, plan: EvalPlan) -> ModelSpec:
         ctx = plan.ctx
         cache_key = (ctx.model_name, ctx.model_hash, ctx.inference)
@@ -138,7 +134,7 @@ class ProcessBackend(Backend):
             self._model_spec(plan)  # a model the workers cannot load fails here, before any work
         run_in_two_waves(plans, progress, self.name, self._start, self._run_jobs)
 
-    def _submit(self, job: BatchJob) -> Future[tuple[BatchOutcome, float]]:
+    def _submit(self, job: BatchJob) -> Future[tuple[BatchOutcome, float, str]]:
         assert self.pool is not None
         ctx = job.plan.ctx
         x, y, clean = job.inputs()
@@ -165,8 +161,9 @@ class ProcessBackend(Backend):
                 done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 for future in done:
                     job = in_flight.pop(future)
-                    outcome, seconds = future.result()  # an attack's error stops the run, as in the local runner
-                    commit_outcome(job.plan.ctx, job.key, outcome, seconds)
+                    # an attack's error stops the run, as in the local runner
+                    outcome, seconds, machine = future.result()
+                    commit_outcome(job.plan.ctx, job.key, outcome, seconds, machine)
                     self.committed += 1
                     progress.advance(task, job.size)
                     if self.on_commit is not None:

@@ -44,6 +44,7 @@ from arbibench.evaluation.batch_jobs import (
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
 from arbibench.evaluation.store import hash_json
+from arbibench.machine import computed_on
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting at the actor so that it never idles on a round trip
 WORKER_START_S = 120.0
@@ -159,8 +160,9 @@ class BatchWorker:
         clean_correct: torch.Tensor | None,
         expected_layout: tuple[str, tuple[int, ...], tuple[int, ...]],
         device: str,
-    ) -> tuple[BatchOutcome, float]:
-        """One store batch (``attack_box``: ``[ObjectRef of the attack]``, ``None`` for the clean pass)."""
+    ) -> tuple[BatchOutcome, float, str]:
+        """One store batch (``attack_box``: ``[ObjectRef of the attack]``, ``None`` for the clean pass): its columns,
+        compute seconds and what computed it."""
         t0 = active_clock().now()
         if layout(x) != expected_layout:
             raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
@@ -177,7 +179,7 @@ class BatchWorker:
                 self.attacks[key] = got
             attack = self.attacks[key]
         out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
-        return out, active_clock().now() - t0
+        return out, active_clock().now() - t0, computed_on(dev)
 
 
 class RayBackend(Backend):
@@ -325,7 +327,7 @@ class RayBackend(Backend):
             job, worker = in_flight.pop(ref)
             load[worker] -= 1
             try:
-                outcome, seconds = ray.get(ref)
+                outcome, seconds, machine = ray.get(ref)
             except RayActorError as e:  # the worker died: the batch goes to a live worker, the worker is probed
                 self._probe(worker)
                 job.attempts += 1
@@ -339,7 +341,7 @@ class RayBackend(Backend):
                 continue
             except RayTaskError as e:  # the attack (or a check) raised: stop like the local runner
                 raise e.as_instanceof_cause() from None  # type: ignore[no-untyped-call]
-            commit_outcome(job.plan.ctx, job.key, outcome, seconds)
+            commit_outcome(job.plan.ctx, job.key, outcome, seconds, machine)
             self._committed += 1
             progress.advance(task, len(outcome.clean_correct))
             if self.on_commit is not None:

@@ -34,6 +34,7 @@ from arbibench.evaluation.batch import batch_generator, compute_batch, outcome_c
 from arbibench.evaluation.checks import run_checks
 from arbibench.evaluation.plan import CLEAN, SIMULATION, EvalPlan, EvaluationContext, commit_outcome, plan_evaluation
 from arbibench.evaluation.store import Outcomes, ResultStore
+from arbibench.machine import computed_on
 from arbibench.nn.fused import inference_model
 
 if TYPE_CHECKING:
@@ -85,8 +86,9 @@ def run_attack(
                 progress.advance(task, min(bs, n - start))
             continue
         pending.append(b)
+    machine = computed_on(ctx.device)
     if isinstance(attack, BlackBoxAttack) and ctx.pool and clean is not None:
-        _run_pooled(ctx, attack, key, pending, clean, progress, task)
+        _run_pooled(ctx, attack, key, pending, clean, progress, task, machine)
     else:
         for b in pending:
             if ctx.store.has_batch(key, b):
@@ -98,7 +100,7 @@ def run_attack(
                 ctx.model, attack, ctx.threat, ctx.seed, b, ctx.x[start:stop], ctx.y[start:stop], clean_b, ctx.device,
                 ctx.oracle,
             )
-            commit_outcome(ctx, key, outcome, active_clock().now() - t0)
+            commit_outcome(ctx, key, outcome, active_clock().now() - t0, machine)
             progress.advance(task, len(outcome.clean_correct))
     outcomes = ctx.store.outcomes(key)
     if len(outcomes.sample_index) != n or not (outcomes.sample_index == ctx.indices.numpy()).all():
@@ -145,6 +147,7 @@ def _run_pooled(
     clean: Outcomes,
     progress: Progress,
     task: TaskID,
+    machine: str,
 ) -> None:
     """Black-box batches side by side: the still-robust images of several store batches share each forward
     batch (the next batch joins as images are fooled), and each batch is committed alone as soon as it is done.
@@ -161,7 +164,7 @@ def _run_pooled(
             batch = _prepare(ctx, b, clean)
             if len(batch.attacked) == 0:
                 outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, None)
-                commit_outcome(ctx, key, outcome, 0.0)
+                commit_outcome(ctx, key, outcome, 0.0, machine)
                 progress.advance(task, len(batch.y))
                 continue
             started[b] = batch
@@ -180,7 +183,7 @@ def _run_pooled(
         # shares add up to it.
         now = active_clock().now()
         outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
-        commit_outcome(ctx, key, outcome, now - last_commit)
+        commit_outcome(ctx, key, outcome, now - last_commit, machine)
         last_commit = now
         progress.advance(task, len(batch.y))
 

@@ -3,7 +3,10 @@
 An *evaluation* is one (model weights, data samples, threat model, attack configuration, seed, batch size); its key
 is the sha256 of those. A batch is written together with its per-sample outcomes in a single transaction, so a run
 killed at any moment leaves only whole batches behind; a rerun skips them and can never count a sample twice
-(``PRIMARY KEY (eval_key, sample_index)`` makes a duplicate an error, not a silent double count).
+(``PRIMARY KEY (eval_key, sample_index)`` makes a duplicate an error, not a silent double count). The same
+transaction names the machine that computed the batch (``batch_machines``, a table of its own so that a store an
+older arbibench is still writing keeps working): a card says where its seconds were measured, also when a run was
+resumed on another machine.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ CREATE TABLE IF NOT EXISTS outcomes (
     queries       INTEGER,           -- model queries spent on the sample (black-box attacks)
     PRIMARY KEY (eval_key, sample_index)
 );
+CREATE TABLE IF NOT EXISTS batch_machines (
+    eval_key    TEXT NOT NULL,
+    batch_index INTEGER NOT NULL,
+    machine     TEXT NOT NULL,      -- what computed the batch (arbibench.machine.computed_on): its seconds' clock
+    PRIMARY KEY (eval_key, batch_index)
+);
 CREATE TABLE IF NOT EXISTS flags (
     eval_key TEXT NOT NULL REFERENCES evaluations(eval_key),
     flag     TEXT NOT NULL,
@@ -61,6 +70,11 @@ CREATE TABLE IF NOT EXISTS flags (
 
 def hash_json(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def evaluation_key(model_hash: str, spec: dict[str, Any]) -> str:
+    """The store key of the evaluation of ``spec`` on the weights ``model_hash``."""
+    return hash_json({"model_hash": model_hash, **spec})
 
 
 def hash_model(model: torch.nn.Module) -> str:
@@ -172,7 +186,7 @@ class ResultStore:
 
     def register(self, model_hash: str, model_name: str, attack: str, spec: dict[str, Any]) -> str:
         """Create (or find) the evaluation for ``spec`` and return its key."""
-        key = hash_json({"model_hash": model_hash, **spec})
+        key = evaluation_key(model_hash, spec)
         with _store_errors(self.path, "write"), self._write():
             self.conn.execute(
                 "INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?, ?)",
@@ -201,8 +215,10 @@ class ResultStore:
         perturbation: Iterable[float],
         queries: Iterable[int | None] | None = None,
         seconds: float = 0.0,
+        machine: str | None = None,
     ) -> bool:
         """Write one finished batch and its outcomes atomically; False if it was already committed (and is kept).
+        ``machine`` names what computed it (:func:`arbibench.machine.computed_on`), for the card's provenance.
 
         Another process evaluating the same batch of the same evaluation may commit it first; its rows are the same
         (same weights, samples and per-batch seed), so they are kept and this batch is not written a second time.
@@ -227,6 +243,11 @@ class ResultStore:
                 "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(eval_key, i, batch_index, c, a, p, q) for i, c, a, p, q in zip(idx, cc, ac, pert, qs, strict=True)],
             )
+            if machine is not None:
+                # REPLACE: a row left behind by a batch deleted by hand names the machine of that older computation
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO batch_machines VALUES (?, ?, ?)", (eval_key, batch_index, machine)
+                )
             fault_point("store.commit.during")
         fault_point("store.commit.after")
         return True
@@ -253,6 +274,23 @@ class ResultStore:
             perturbation=arr[:, 3],
             queries=arr[:, 4].astype(np.int64),
         )
+
+    def machine_seconds(self, eval_keys: Iterable[str]) -> dict[str | None, float]:
+        """Batch seconds of ``eval_keys`` by the machine that computed them (None: batches stored without one, by an
+        older arbibench)."""
+        keys = list(eval_keys)
+        totals: dict[str | None, float] = {}
+        for i in range(0, len(keys), 500):  # SQLite's limit on bound parameters
+            part = keys[i : i + 500]
+            rows = self.conn.execute(
+                "SELECT m.machine, SUM(b.seconds) FROM batches b "
+                "LEFT JOIN batch_machines m USING (eval_key, batch_index) "
+                f"WHERE b.eval_key IN ({','.join('?' * len(part))}) GROUP BY m.machine",
+                part,
+            )
+            for machine, seconds in rows:
+                totals[machine] = totals.get(machine, 0.0) + float(seconds)
+        return totals
 
     def batch_seconds(self, eval_key: str) -> float:
         row = self.conn.execute("SELECT COALESCE(SUM(seconds), 0) FROM batches WHERE eval_key = ?", (eval_key,))

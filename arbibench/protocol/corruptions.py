@@ -29,6 +29,7 @@ from arbibench.evaluation.corruption_metrics import Estimate, mean_corruption_ac
 from arbibench.evaluation.inputs import check_model
 from arbibench.evaluation.runner import make_progress
 from arbibench.evaluation.store import ResultStore, hash_indices, hash_model
+from arbibench.machine import computed_on
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.presets import CorruptionProtocol
 
@@ -137,6 +138,7 @@ def evaluate_cell(
     key = store.register(model_hash, model_name, label, spec)
     done = store.done_batches(key)
     n = len(images)
+    machine = computed_on(device)
     for b, start in enumerate(range(0, n, batch_size)):
         stop = min(n, start + batch_size)
         if b in done:
@@ -149,7 +151,7 @@ def evaluate_cell(
             ok = (model(xb.to(device)).argmax(1).cpu() == torch.from_numpy(data.labels[start:stop])).tolist()
         dist = (xb - _to_tensor(data.clean[start:stop])).flatten(1).norm(dim=1).tolist()
         store.commit_batch(key, b, data.indices[start:stop].tolist(), ok, ok, dist, None,
-                           seconds=active_clock().now() - t0)
+                           seconds=active_clock().now() - t0, machine=machine)
         if on_batch is not None:
             on_batch(stop - start)
     out = store.outcomes(key)

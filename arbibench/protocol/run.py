@@ -33,9 +33,9 @@ from arbibench.evaluation.min_perturbation import MinimalPerturbation, minimal_p
 from arbibench.evaluation.plan import EvalPlan, plan_evaluation
 from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import Evaluation, execute, make_progress
-from arbibench.evaluation.store import ResultStore, hash_indices
+from arbibench.evaluation.store import ResultStore, evaluation_key, hash_indices
 from arbibench.evaluation.surrogates import resolve_surrogate
-from arbibench.machine import computed_on
+from arbibench.machine import computed_on, provenance
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.presets import FAMILIES, Protocol
 
@@ -86,7 +86,7 @@ class ModelEvaluation:
     min_perturbation: MinimalPerturbation | None = None  # eps* on the black-box images
     checkpoint_sha256: str | None = None  # of the checkpoint file measured
     inference: str = "simulation"  # or "deployed": the network whose answers count
-    machine: str | None = None  # what executed the run (arbibench.machine.computed_on); resumed batches may differ
+    machine: str | None = None  # what computed the batches (arbibench.machine.provenance: each one's share if several)
     # per-image outcomes by setting (each family, and "sweep <attack>" over its eps values), for paired comparisons
     # with the FP twin; kept in memory only (the store holds them)
     per_image: dict[str, PairedOutcomes] = field(default_factory=dict, repr=False)
@@ -218,11 +218,21 @@ def execute_model(
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
         inference=plan.inference,
-        # a cluster's workers computed the batches elsewhere: no one machine to name
-        machine=None if not plan.plans else computed_on(plan.plans[0].ctx.device) if backend is None
-        else backend.machine(plan.plans[0].ctx.device),
+        machine=_machine(plan, backend),
         per_image=per_image,
     )
+
+
+def _machine(plan: ModelPlan, backend: Backend | None) -> str | None:
+    """What computed the model's batches, from the store (each machine's share where several did: a run resumed
+    elsewhere, a cluster); for a store whose batches name none, the machine writing the card, as before."""
+    if not plan.plans:
+        return None
+    keys = [evaluation_key(p.ctx.model_hash, p.ctx.spec(a)) for p in plan.plans for a in (None, *p.attacks)]
+    named = provenance(plan.plans[0].ctx.store.machine_seconds(keys))
+    if named is None and backend is None:
+        return computed_on(plan.plans[0].ctx.device)
+    return named
 
 
 def _attack_outcomes(runs: dict[str, Evaluation]) -> tuple[list[AttackOutcome], dict[str, RobustnessReport]]:

@@ -37,6 +37,7 @@ from arbibench.queue import resume_point
 CARRY_DIR = "zoo_runs/carry"
 CARRY_EVERY_S = 3600.0
 _TABLES = ("evaluations", "batches", "outcomes", "flags")  # arbibench.evaluation.store's, parents first
+_OPTIONAL_TABLES = ("batch_machines",)  # newer stores' (what computed each batch); older copies lack it
 
 
 def _slug(job_name: str) -> str:
@@ -81,17 +82,23 @@ def unpack_run_folder(repo: Path, watch: str, copy: str) -> list[str]:
         return resume_point.restore_from_tar(repo, tar, watch, [])
 
 
-def _create_tables(conn: sqlite3.Connection, source: str, target: str) -> None:
+def _create_tables(conn: sqlite3.Connection, source: str, target: str) -> tuple[str, ...]:
     """Create in schema ``target`` each result-store table of schema ``source`` it lacks, from the source's own
-    definitions (the queue reads stores without importing arbibench.evaluation, and a copy keeps its schema)."""
+    definitions (the queue reads stores without importing arbibench.evaluation, and a copy keeps its schema); returns
+    the tables the source has, parents first."""
     have = {r[0] for r in conn.execute(f"SELECT name FROM {target}.sqlite_master WHERE type = 'table'")}
-    for table in _TABLES:
+    present = []
+    for table in _TABLES + _OPTIONAL_TABLES:
         row = conn.execute(f"SELECT sql FROM {source}.sqlite_master WHERE type = 'table' AND name = ?",
                            (table,)).fetchone()
         if row is None:
+            if table in _OPTIONAL_TABLES:
+                continue
             raise sqlite3.OperationalError(f"no table {table!r}: not an arbibench result store")
+        present.append(table)
         if table not in have:
             conn.execute(re.sub(r"^CREATE TABLE (IF NOT EXISTS )?", f"CREATE TABLE {target}.", row[0]))
+    return tuple(present)
 
 
 def copied_state(repo: Path, watch: str, copy: str) -> dict[str, Any] | None:
@@ -115,11 +122,11 @@ def export_rows(store: Path, models: tuple[str, ...], out: Path) -> int:
         src = sqlite3.connect(store, timeout=60)
         try:
             src.execute("ATTACH DATABASE ? AS part", (str(part),))
-            _create_tables(src, "main", "part")
-            with src:  # one transaction: the four tables agree with each other
+            tables = _create_tables(src, "main", "part")
+            with src:  # one transaction: the tables agree with each other
                 where = f"WHERE model_name IN ({','.join('?' * len(models))})" if models else ""
                 src.execute(f"INSERT INTO part.evaluations SELECT * FROM main.evaluations {where}", models)
-                for table in _TABLES[1:]:
+                for table in tables[1:]:
                     src.execute(f"INSERT INTO part.{table} SELECT * FROM main.{table} "
                                 "WHERE eval_key IN (SELECT eval_key FROM part.evaluations)")
             n = int(src.execute("SELECT COUNT(*) FROM part.outcomes").fetchone()[0])
@@ -144,11 +151,16 @@ def merge_rows(copy: Path, store: Path) -> int:
         conn = sqlite3.connect(store, timeout=60)
         try:
             conn.execute("ATTACH DATABASE ? AS part", (str(part),))
-            _create_tables(conn, "part", "main")
+            tables = _create_tables(conn, "part", "main")
             before = int(conn.execute("SELECT COUNT(*) FROM main.outcomes").fetchone()[0])
             with conn:
-                for table in _TABLES:
-                    conn.execute(f"INSERT OR IGNORE INTO main.{table} SELECT * FROM part.{table}")
+                if "batch_machines" in tables:  # for the batches this merge adds: one the store holds keeps its own
+                    conn.execute("INSERT OR IGNORE INTO main.batch_machines SELECT * FROM part.batch_machines AS p "
+                                 "WHERE NOT EXISTS (SELECT 1 FROM main.batches AS b "
+                                 "WHERE b.eval_key = p.eval_key AND b.batch_index = p.batch_index)")
+                for table in tables:
+                    if table != "batch_machines":
+                        conn.execute(f"INSERT OR IGNORE INTO main.{table} SELECT * FROM part.{table}")
             after = int(conn.execute("SELECT COUNT(*) FROM main.outcomes").fetchone()[0])
             conn.execute("DETACH DATABASE part")
         finally:
