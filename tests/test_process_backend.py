@@ -20,6 +20,7 @@ from arbibench.evaluation.store import ResultStore
 from arbibench.machine import describe
 from arbibench.protocol.presets import AttackSpec, Protocol
 from arbibench.protocol.run import run_protocol
+from tests.store_rows import store_rows
 
 MODELS = ["resnet20_fp", "resnet20_bnn"]
 PROTOCOL = Protocol(
@@ -29,17 +30,6 @@ PROTOCOL = Protocol(
     n_white_box=100, n_black_box=25, batch_size=25, sweep_attack="fgsm", sweep_eps=("4/255",), n_sweep=50,
     eps_star_attacks=(),
 )  # fmt: skip
-
-
-def _rows(path: Path) -> dict[str, list[tuple]]:
-    """Every stored row but the timings (seconds, creation time)."""
-    with sqlite3.connect(path) as c:
-        return {
-            "evaluations": sorted(c.execute("SELECT eval_key, model_hash, model_name, attack, spec FROM evaluations")),
-            "batches": sorted(c.execute("SELECT eval_key, batch_index, n_samples FROM batches")),
-            "outcomes": sorted(c.execute("SELECT * FROM outcomes")),
-            "flags": sorted(c.execute("SELECT * FROM flags")),
-        }
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +58,9 @@ def _processes_run(path: Path, data_dir: Path, kill_at: int | None = None) -> tu
 
 def test_protocol_on_processes_equals_local(local_store: Path, tmp_path: Path, data_dir: Path) -> None:
     backend, results = _processes_run(tmp_path / "p.db", data_dir)
-    rows = _rows(tmp_path / "p.db")
+    rows = store_rows(tmp_path / "p.db")
     assert backend.committed == len(rows["batches"])  # every batch came from a worker, none from the driver
-    assert rows == _rows(local_store)
+    assert rows == store_rows(local_store)
     assert any(q is not None for *_, q in rows["outcomes"])  # black-box rows too
     assert [r.machine for r in results] == [describe(1)] * 2  # the cards name the workers' CPU at their one thread
 
@@ -99,8 +89,8 @@ def test_killed_worker_is_one_error_and_the_rerun_resumes(local_store: Path, tmp
         kept = c.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
     assert kept >= 5  # what was committed before the kill stays
     backend, _ = _processes_run(tmp_path / "p.db", data_dir)
-    assert 0 < backend.committed < len(_rows(local_store)["batches"])  # only the missing batches were computed
-    assert _rows(tmp_path / "p.db") == _rows(local_store)
+    assert 0 < backend.committed < len(store_rows(local_store)["batches"])  # only the missing batches were computed
+    assert store_rows(tmp_path / "p.db") == store_rows(local_store)
 
 
 def test_cli_eval_on_processes(tmp_path: Path, data_dir: Path) -> None:
@@ -111,4 +101,4 @@ def test_cli_eval_on_processes(tmp_path: Path, data_dir: Path) -> None:
     run = CliRunner().invoke(app, [*args, "--store", str(tmp_path / "p.db"), "--backend", "processes",
                                    "--workers", "2", "--worker-threads", "1"])  # fmt: skip
     assert run.exit_code == 0, run.output
-    assert _rows(tmp_path / "p.db") == _rows(tmp_path / "l.db")
+    assert store_rows(tmp_path / "p.db") == store_rows(tmp_path / "l.db")

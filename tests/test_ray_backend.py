@@ -27,6 +27,7 @@ from arbibench.evaluation.store import ResultStore
 from arbibench.protocol.presets import AttackSpec, Protocol
 from arbibench.protocol.run import run_protocol
 from benchmarks.ray_head import LOOPBACK, listening_addresses, loopback_head, process_tree
+from tests.store_rows import store_rows
 
 if importlib.util.find_spec("ray") is None:  # not imported here: Ray must first see the loopback setting below
     pytest.skip("the Ray extra is not installed (pip install 'arbibench[ray]')", allow_module_level=True)
@@ -59,19 +60,8 @@ def ray_head() -> Iterator[tuple[str, dict[str, str], int]]:
                     os.environ[k] = v
 
 
-def _rows(path: Path) -> dict[str, list[tuple]]:
-    """Every stored row but the timings (seconds, creation time)."""
-    with sqlite3.connect(path) as c:
-        return {
-            "evaluations": sorted(c.execute("SELECT eval_key, model_hash, model_name, attack, spec FROM evaluations")),
-            "batches": sorted(c.execute("SELECT eval_key, batch_index, n_samples FROM batches")),
-            "outcomes": sorted(c.execute("SELECT * FROM outcomes")),
-            "flags": sorted(c.execute("SELECT * FROM flags")),
-        }
-
-
 def _assert_same_rows(a: Path, b: Path) -> None:
-    ra, rb = _rows(a), _rows(b)
+    ra, rb = store_rows(a), store_rows(b)
     for table in ra:
         assert ra[table] == rb[table], table
     assert len(ra["outcomes"]) > 500 and any(q is not None for *_, q in ra["outcomes"])  # black-box rows too
@@ -149,7 +139,7 @@ def test_killed_driver_resumes_from_the_store(ray_head: tuple[str, dict, int], t
         assert c.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == 4  # 3 clean + 1 attack batch survived
     resumed = _eval(tmp_path / "ray.db", env, *cluster)
     assert resumed.returncode == 0, resumed.stderr
-    assert _rows(tmp_path / "local.db") == _rows(tmp_path / "ray.db")
+    assert store_rows(tmp_path / "local.db") == store_rows(tmp_path / "ray.db")
 
 
 def _closed_port() -> int:
@@ -266,6 +256,6 @@ def test_deployed_inference_on_ray_equals_local(ray_head: tuple[str, dict, int],
     finally:
         backend.close()
     assert backend._committed > 0  # the workers computed the batches
-    rows_local, rows_remote = _rows(local), _rows(remote)
+    rows_local, rows_remote = store_rows(local), store_rows(remote)
     assert rows_local == rows_remote
     assert all('"inference": "deployed"' in r[4] for r in rows_local["evaluations"])

@@ -10,6 +10,7 @@ checkpoint or weights are not the driver's: a batch computed on other weights wo
 from __future__ import annotations
 
 import os
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from torch import nn
 
 from arbibench.attacks import Attack
 from arbibench.attacks.query import BlackBoxAttack
-from arbibench.evaluation.backends import BackendError
+from arbibench.evaluation.backends import Backend, BackendError
 from arbibench.evaluation.plan import CLEAN, EvalPlan
 from arbibench.evaluation.store import Outcomes, hash_model
 from arbibench.files import sha256_file
@@ -180,3 +181,39 @@ def run_in_two_waves(
     task = progress.add_task(label, total=total)
     run_jobs(clean_jobs(plans), progress, task)
     run_jobs(attack_jobs(plans), progress, task)
+
+
+class WorkerBackend(Backend):
+    """A backend whose workers load each model by zoo name and compute the batches the driver lists; the driver
+    commits them. Subclasses start the workers (:meth:`_start`) and keep them fed (:meth:`_run_jobs`)."""
+
+    def __init__(
+        self, workers: int | None, worker_threads: int | None, model_dir: str | os.PathLike[str] | None
+    ) -> None:
+        for flag, value in (("--workers", workers), ("--worker-threads", worker_threads)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise BackendError(f"{flag} must be a positive integer, got {value!r}")
+        self.worker_threads = worker_threads or torch.get_num_threads()
+        self.model_dir = None if model_dir is None else str(model_dir)
+        self._models: dict[tuple[str, str, str], ModelSpec] = {}
+
+    @abstractmethod
+    def _start(self) -> None:
+        """Start the workers (nothing when they run): called before the first batch, so a failure shows no bar."""
+
+    @abstractmethod
+    def _run_jobs(self, jobs: list[BatchJob], progress: Progress, task: TaskID) -> None:
+        """Compute and commit every job."""
+
+    def _model_spec(self, plan: EvalPlan) -> ModelSpec:
+        ctx = plan.ctx
+        cache_key = (ctx.model_name, ctx.model_hash, ctx.inference)
+        if cache_key not in self._models:
+            self._models[cache_key] = model_spec(plan, self.model_dir, self.name)
+        return self._models[cache_key]
+
+    def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
+        """Clean passes of every plan first, then all their attack batches, longest first."""
+        for plan in plans:
+            self._model_spec(plan)  # a model the workers cannot load fails here, before any work
+        run_in_two_waves(plans, progress, self.name, self._start, self._run_jobs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -24,11 +24,11 @@ from rich.progress import Progress, TaskID
 
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.clock import active_clock
-from arbibench.evaluation.backends import Backend, BackendError
+from arbibench.evaluation.backends import BackendError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
-from arbibench.evaluation.batch_jobs import BatchJob, ModelSpec, load_spec, model_spec, run_in_two_waves
+from arbibench.evaluation.batch_jobs import BatchJob, ModelSpec, WorkerBackend, load_spec
 from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
+from arbibench.evaluation.plan import CLEAN, commit_outcome, deployed_oracle
 from arbibench.machine import computed_on
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip
@@ -73,7 +73,7 @@ def _compute(
     return out, active_clock().now() - t0, computed_on(dev)
 
 
-class ProcessBackend(Backend):
+class ProcessBackend(WorkerBackend):
     """Store batches on ``workers`` local processes (default: this machine's CPUs / ``worker_threads``) of
     ``worker_threads`` torch threads each (default: the driver's)."""
 
@@ -85,17 +85,12 @@ class ProcessBackend(Backend):
         worker_threads: int | None = None,
         model_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        for flag, value in (("--workers", workers), ("--worker-threads", worker_threads)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise BackendError(f"{flag} must be a positive integer, got {value!r}")
-        self.worker_threads = worker_threads or torch.get_num_threads()
+        super().__init__(workers, worker_threads, model_dir)
         self.workers = workers or max(1, (os.cpu_count() or 1) // self.worker_threads)
-        self.model_dir = None if model_dir is None else str(model_dir)
         self.pool: ProcessPoolExecutor | None = None
         self.pids: list[int] = []  # of the workers, once started
         self.committed = 0  # batches computed by the workers and committed by the driver
         self.on_commit: Callable[[int], None] | None = None  # called with the number of batches committed so far
-        self._models: dict[tuple[str, str, str], ModelSpec] = {}
 
     def _start(self) -> None:
         if self.pool is not None:
@@ -120,19 +115,6 @@ class ProcessBackend(Backend):
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
         self.pids = []
-
-    def _model_spec(self, plan: EvalPlan) -> ModelSpec:
-        ctx = plan.ctx
-        cache_key = (ctx.model_name, ctx.model_hash, ctx.inference)
-        if cache_key not in self._models:
-            self._models[cache_key] = model_spec(plan, self.model_dir, self.name)
-        return self._models[cache_key]
-
-    def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
-        """Clean passes of every plan first, then all their attack batches, longest first."""
-        for plan in plans:
-            self._model_spec(plan)  # a model the workers cannot load fails here, before any work
-        run_in_two_waves(plans, progress, self.name, self._start, self._run_jobs)
 
     def _submit(self, job: BatchJob) -> Future[tuple[BatchOutcome, float, str]]:
         assert self.pool is not None

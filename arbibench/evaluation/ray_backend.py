@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -32,17 +32,16 @@ from rich.progress import Progress
 
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.clock import active_clock
-from arbibench.evaluation.backends import Backend, BackendError
+from arbibench.evaluation.backends import BackendError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
 from arbibench.evaluation.batch_jobs import (
     BatchJob,
     ModelSpec,
+    WorkerBackend,
     load_spec,
-    model_spec,
-    run_in_two_waves,
 )
 from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.plan import CLEAN, EvalPlan, commit_outcome, deployed_oracle
+from arbibench.evaluation.plan import CLEAN, commit_outcome, deployed_oracle
 from arbibench.evaluation.store import hash_json
 from arbibench.machine import computed_on
 
@@ -182,7 +181,7 @@ class BatchWorker:
         return out, active_clock().now() - t0, computed_on(dev)
 
 
-class RayBackend(Backend):
+class RayBackend(WorkerBackend):
     """Store batches on a Ray cluster: ``address`` is the head (``"auto"``, ``host:port``; default
     ``$RAY_ADDRESS``, else a private Ray on this machine bound to 127.0.0.1); ``workers`` actors (default: as
     many as the cluster's CPUs allow) of ``worker_threads`` torch threads each (default: the driver's)."""
@@ -196,13 +195,9 @@ class RayBackend(Backend):
         worker_threads: int | None = None,
         model_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        for flag, value in (("--workers", workers), ("--worker-threads", worker_threads)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise BackendError(f"{flag} must be a positive integer, got {value!r}")
+        super().__init__(workers, worker_threads, model_dir)
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.workers = workers
-        self.worker_threads = worker_threads or torch.get_num_threads()
-        self.model_dir = None if model_dir is None else str(model_dir)
         self.actors: list[Any] = []
         self.pids: list[int] = []  # of the workers as started (a restarted worker has another)
         self.retried = 0  # batches sent again because their worker died
@@ -215,7 +210,6 @@ class RayBackend(Backend):
         self._committed = 0
         self._we_started_ray = False
         self._attack_refs: dict[str, Any] = {}
-        self._models: dict[tuple[str, str, str], ModelSpec] = {}
 
     # -- workers --------------------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -265,19 +259,6 @@ class RayBackend(Backend):
             self._we_started_ray = False
 
     # -- driver ---------------------------------------------------------------------------------------------------
-    def _model_spec(self, plan: EvalPlan) -> ModelSpec:
-        ctx = plan.ctx
-        cache_key = (ctx.model_name, ctx.model_hash, ctx.inference)
-        if cache_key not in self._models:
-            self._models[cache_key] = model_spec(plan, self.model_dir, self.name)
-        return self._models[cache_key]
-
-    def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
-        """Clean passes of every plan first, then all their attack batches, longest first."""
-        for plan in plans:
-            self._model_spec(plan)  # a model the workers cannot load fails here, before any work
-        run_in_two_waves(plans, progress, self.name, self._start, self._run_jobs)
-
     def _submit(self, job: BatchJob, worker: int) -> Any:
         ctx = job.plan.ctx
         x, y, clean = job.inputs()
