@@ -19,12 +19,16 @@ import torch
 from rich.progress import Progress, TaskID
 from torch import nn
 
-from arbibench.attacks import Attack
+from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import BlackBoxAttack
+from arbibench.clock import active_clock
 from arbibench.evaluation.backends import Backend, BackendError
-from arbibench.evaluation.plan import CLEAN, EvalPlan
+from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
+from arbibench.evaluation.inputs import resolve_device
+from arbibench.evaluation.plan import CLEAN, EvalPlan, deployed_oracle
 from arbibench.evaluation.store import Outcomes, hash_model
 from arbibench.files import sha256_file
+from arbibench.machine import computed_on
 from arbibench.models.zoo import get_entry, load_model, verified_checkpoint
 
 QUERY_ATTACK_FIRST = 1e9  # a query attack's batch outranks every white-box batch in the longest-first order
@@ -109,13 +113,49 @@ class BatchJob:
         ctx = self.plan.ctx
         return min(ctx.batch_size, len(ctx.y) - self.batch_index * ctx.batch_size)
 
-    def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The batch's images, labels and clean outcomes as CPU copies (a view would carry the whole tensor along)."""
+    def task(self, spec: ModelSpec) -> BatchTask:
+        """What a worker needs to compute the batch (but the attack, which backends ship each their own way): the
+        images, labels and clean outcomes as CPU copies (a view would carry the whole tensor along)."""
         ctx = self.plan.ctx
         s = slice(self.batch_index * ctx.batch_size, (self.batch_index + 1) * ctx.batch_size)
         x, y = ctx.x[s].cpu().clone(), ctx.y[s].cpu().clone()
         clean = None if self.clean is None else torch.from_numpy(self.clean.clean_correct[s].copy())
-        return x, y, clean
+        return BatchTask(spec, ctx.threat, ctx.seed, self.batch_index, x, y, clean, layout(x), str(ctx.device))
+
+
+@dataclass(frozen=True)
+class BatchTask:
+    """One store batch as sent to a worker: the model to load, the threat model, seed and batch index, the images
+    with the layout the driver sent them in, their clean outcomes (None: the clean pass) and the device."""
+
+    spec: ModelSpec
+    threat: ThreatModel
+    seed: int
+    batch_index: int
+    x: torch.Tensor
+    y: torch.Tensor
+    clean_correct: torch.Tensor | None
+    layout: tuple[str, tuple[int, ...], tuple[int, ...]]
+    device: str
+
+    def compute(
+        self, attack: Attack | None, models: dict[tuple[str, str, str], nn.Module]
+    ) -> tuple[BatchOutcome, float, str]:
+        """The batch's columns, compute seconds and what computed them, in a worker that caches its models in
+        ``models`` (refusing images whose layout changed on the way: a BNN's sign can flip on other rounding)."""
+        t0 = active_clock().now()
+        if layout(self.x) != self.layout:
+            raise BackendError(f"batch {self.batch_index} arrived as {layout(self.x)}, the driver sent {self.layout}")
+        dev = resolve_device(self.device)
+        cache_key = (self.spec.name, self.spec.sha256, str(dev))
+        if cache_key not in models:
+            models[cache_key] = load_spec(self.spec, dev)
+        net = models[cache_key]
+        # each worker deploys its own copy: the kernel is compiled for (and cached by) the worker's own CPU
+        oracle = deployed_oracle(net, self.spec.inference, self.spec.name)
+        out = compute_batch(net, attack, self.threat, self.seed, self.batch_index, self.x, self.y, self.clean_correct,
+                            dev, oracle)  # fmt: skip
+        return out, active_clock().now() - t0, computed_on(dev)
 
 
 def missing_batches(plan: EvalPlan, key: str) -> list[int]:

@@ -22,14 +22,11 @@ from typing import Any
 import torch
 from rich.progress import Progress, TaskID
 
-from arbibench.attacks import Attack, ThreatModel
-from arbibench.clock import active_clock
+from arbibench.attacks import Attack
 from arbibench.evaluation.backends import BackendError
-from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
-from arbibench.evaluation.batch_jobs import BatchJob, ModelSpec, WorkerBackend, load_spec
-from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.plan import CLEAN, commit_outcome, deployed_oracle
-from arbibench.machine import computed_on
+from arbibench.evaluation.batch import BatchOutcome
+from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerBackend
+from arbibench.evaluation.plan import CLEAN, commit_outcome
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip
 
@@ -46,31 +43,9 @@ def _worker_info() -> tuple[int, int]:
     return os.getpid(), torch.get_num_threads()
 
 
-def _compute(
-    spec: ModelSpec,
-    attack: Attack | None,
-    threat: ThreatModel,
-    seed: int,
-    batch_index: int,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    clean_correct: torch.Tensor | None,
-    expected_layout: tuple[str, tuple[int, ...], tuple[int, ...]],
-    device: str,
-) -> tuple[BatchOutcome, float, str]:
-    """One store batch, in a worker (``attack=None``: the clean pass); returns its columns, compute seconds and what
-    computed it."""
-    t0 = active_clock().now()
-    if layout(x) != expected_layout:
-        raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
-    dev = resolve_device(device)
-    cache_key = (spec.name, spec.sha256, str(dev))
-    if cache_key not in _models:
-        _models[cache_key] = load_spec(spec, dev)
-    net = _models[cache_key]
-    oracle = deployed_oracle(net, spec.inference, spec.name)
-    out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
-    return out, active_clock().now() - t0, computed_on(dev)
+def _compute(task: BatchTask, attack: Attack | None) -> tuple[BatchOutcome, float, str]:
+    """One store batch, in a worker (``attack=None``: the clean pass)."""
+    return task.compute(attack, _models)
 
 
 class ProcessBackend(WorkerBackend):
@@ -118,12 +93,7 @@ class ProcessBackend(WorkerBackend):
 
     def _submit(self, job: BatchJob) -> Future[tuple[BatchOutcome, float, str]]:
         assert self.pool is not None
-        ctx = job.plan.ctx
-        x, y, clean = job.inputs()
-        return self.pool.submit(
-            _compute, self._model_spec(job.plan), job.attack, ctx.threat, ctx.seed, job.batch_index, x, y, clean,
-            layout(x), str(ctx.device),
-        )  # fmt: skip
+        return self.pool.submit(_compute, job.task(self._model_spec(job.plan)), job.attack)
 
     def _run_jobs(self, jobs: list[BatchJob], progress: Progress, task: TaskID) -> None:
         """Keep ``IN_FLIGHT_PER_WORKER`` batches per worker submitted until every job is committed."""

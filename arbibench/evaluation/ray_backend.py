@@ -30,20 +30,12 @@ import torch
 from ray.exceptions import RayActorError, RayTaskError
 from rich.progress import Progress
 
-from arbibench.attacks import Attack, ThreatModel
-from arbibench.clock import active_clock
+from arbibench.attacks import Attack
 from arbibench.evaluation.backends import BackendError
-from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
-from arbibench.evaluation.batch_jobs import (
-    BatchJob,
-    ModelSpec,
-    WorkerBackend,
-    load_spec,
-)
-from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.plan import CLEAN, commit_outcome, deployed_oracle
+from arbibench.evaluation.batch import BatchOutcome
+from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerBackend
+from arbibench.evaluation.plan import CLEAN, commit_outcome
 from arbibench.evaluation.store import hash_json
-from arbibench.machine import computed_on
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting at the actor so that it never idles on a round trip
 WORKER_START_S = 120.0
@@ -139,36 +131,10 @@ class BatchWorker:
         """(process id, torch threads): the driver checks the thread count, the crash tests use the pid."""
         return os.getpid(), torch.get_num_threads()
 
-    def _model(self, spec: ModelSpec, device: torch.device) -> torch.nn.Module:
-        cache_key = (spec.name, spec.sha256, str(device))
-        if cache_key not in self.models:
-            self.models[cache_key] = load_spec(spec, device)
-        return self.models[cache_key]
-
-    def compute(
-        self,
-        model: ModelSpec,
-        key: str,
-        attack_box: list[Any] | None,
-        config_hash: str | None,
-        threat: ThreatModel,
-        seed: int,
-        batch_index: int,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clean_correct: torch.Tensor | None,
-        expected_layout: tuple[str, tuple[int, ...], tuple[int, ...]],
-        device: str,
-    ) -> tuple[BatchOutcome, float, str]:
+    def compute(self, task: BatchTask, key: str, attack_box: list[Any] | None,
+                config_hash: str | None) -> tuple[BatchOutcome, float, str]:
         """One store batch (``attack_box``: ``[ObjectRef of the attack]``, ``None`` for the clean pass): its columns,
         compute seconds and what computed it."""
-        t0 = active_clock().now()
-        if layout(x) != expected_layout:
-            raise BackendError(f"batch {batch_index} arrived as {layout(x)}, the driver sent {expected_layout}")
-        dev = resolve_device(device)
-        net = self._model(model, dev)
-        # each worker deploys its own copy: the kernel is compiled for (and cached by) the worker's own CPU
-        oracle = deployed_oracle(net, model.inference, model.name)
         attack = None
         if attack_box is not None:
             if key not in self.attacks:
@@ -177,8 +143,7 @@ class BatchWorker:
                     raise BackendError(f"the attack of evaluation {key[:12]} arrived with another configuration")
                 self.attacks[key] = got
             attack = self.attacks[key]
-        out = compute_batch(net, attack, threat, seed, batch_index, x, y, clean_correct, dev, oracle)
-        return out, active_clock().now() - t0, computed_on(dev)
+        return task.compute(attack, self.models)
 
 
 class RayBackend(WorkerBackend):
@@ -260,17 +225,12 @@ class RayBackend(WorkerBackend):
 
     # -- driver ---------------------------------------------------------------------------------------------------
     def _submit(self, job: BatchJob, worker: int) -> Any:
-        ctx = job.plan.ctx
-        x, y, clean = job.inputs()
         box, config_hash = None, None
         if job.attack is not None:
             if job.key not in self._attack_refs:
                 self._attack_refs[job.key] = ray.put(job.attack)
             box, config_hash = [self._attack_refs[job.key]], hash_json(job.attack.config_dict())
-        return self.actors[worker].compute.remote(
-            self._model_spec(job.plan), job.key, box, config_hash, ctx.threat, ctx.seed, job.batch_index, x, y,
-            clean, layout(x), str(ctx.device),
-        )
+        return self.actors[worker].compute.remote(job.task(self._model_spec(job.plan)), job.key, box, config_hash)
 
     def _run_jobs(self, jobs: list[BatchJob], progress: Progress, task: Any) -> None:
         """Keep every usable worker fed until all jobs are committed.
