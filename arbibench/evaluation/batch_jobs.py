@@ -1,10 +1,11 @@
-"""The store batches a backend still has to compute, and how a worker loads the model they belong to.
+"""The store batches a backend still has to compute, what a worker computes for one, and the backends' base.
 
 Shared by the backends that compute batches outside the runner (worker processes on this machine, Ray actors): the
 driver lists the missing batches of its plans (every clean pass first, since an attack batch needs its images' clean
 outcomes, then the attack batches, longest first so that no long batch starts last), cuts each batch's images out
 of the plan, and names the model by zoo name and identity. A worker loads that model itself and refuses one whose
 checkpoint or weights are not the driver's: a batch computed on other weights would be stored under the wrong key.
+A :class:`BatchTask` is one batch as sent to a worker; :class:`WorkerBackend` is what the two backends share.
 """
 
 from __future__ import annotations

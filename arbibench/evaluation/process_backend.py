@@ -26,7 +26,7 @@ from arbibench.attacks import Attack
 from arbibench.evaluation.backends import BackendError
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerBackend
-from arbibench.evaluation.plan import CLEAN, commit_outcome
+from arbibench.evaluation.plan import commit_outcome
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip
 
@@ -63,7 +63,7 @@ class ProcessBackend(WorkerBackend):
         super().__init__(workers, worker_threads, model_dir)
         self.workers = workers or max(1, (os.cpu_count() or 1) // self.worker_threads)
         self.pool: ProcessPoolExecutor | None = None
-        self.pids: list[int] = []  # of the workers, once started
+        self.pids: list[int] = []  # of the workers that answered at the start
         self.committed = 0  # batches computed by the workers and committed by the driver
         self.on_commit: Callable[[int], None] | None = None  # called with the number of batches committed so far
 
@@ -83,6 +83,7 @@ class ProcessBackend(WorkerBackend):
         self.pids = sorted(pid for pid, _ in infos)
         wrong = [threads for _, threads in infos if threads != self.worker_threads]
         if wrong:
+            self.close()
             raise BackendError(f"workers run {wrong[0]} torch threads, not the {self.worker_threads} asked for")
 
     def close(self) -> None:
@@ -99,7 +100,6 @@ class ProcessBackend(WorkerBackend):
         """Keep ``IN_FLIGHT_PER_WORKER`` batches per worker submitted until every job is committed."""
         queue = list(reversed(jobs))  # popped from the end: the most expensive first
         in_flight: dict[Future[Any], BatchJob] = {}
-        job: BatchJob | None = None
         try:
             while queue or in_flight:
                 while queue and len(in_flight) < IN_FLIGHT_PER_WORKER * self.workers:
@@ -121,10 +121,8 @@ class ProcessBackend(WorkerBackend):
                     if self.on_commit is not None:
                         self.on_commit(self.committed)
         except BrokenProcessPool as e:
-            name = None if job is None else CLEAN if job.attack is None else job.attack.name
-            what = "" if job is None else f" ({name} batch {job.batch_index})"
             raise BackendError(
-                f"a worker process died (killed, or out of memory) while batches were computing{what}; rerun the same "
+                "a worker process died (killed, or out of memory) while batches were computing; rerun the same "
                 "command: the committed batches are kept"
             ) from e
         finally:
