@@ -45,6 +45,19 @@ def test_leaderboard_file_holds_every_card_and_every_shipped_checkpoint() -> Non
         assert f"`{name}` {sha[:12]}" in text.split("## Provenance")[1], name
 
 
+def test_provenance_names_the_machines_the_result_cards_were_computed_on() -> None:
+    from arbibench.leaderboard import load_cards
+
+    provenance = COMMITTED.read_text(encoding="utf-8").split("## Provenance")[1]
+    machines: dict[str, int] = {}
+    for card in load_cards(ROOT / "model_info"):
+        where = card.machine or "machine not recorded"
+        machines[where] = machines.get(where, 0) + 1
+    assert machines
+    for where, n in machines.items():
+        assert f"{where} ({n} card{'s' if n != 1 else ''})" in provenance, where
+
+
 def test_readme_top_rows_are_the_generated_ones() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("<!-- top rows of LEADERBOARD.md -->")[1].split("<!-- end of top rows -->")[0]

@@ -164,12 +164,13 @@ def _protocol_size(cards: list[ModelCard]) -> str:
     return "; ".join(parts)
 
 
-def _machines(checkpoint_cards: Mapping[str, Mapping[str, object]]) -> str:
+def _machines(places: Sequence[object], noun: str) -> str:
+    """Each machine named in ``places`` (None: not recorded) with how many ``noun`` name it."""
     counts: dict[str, int] = {}
-    for card in checkpoint_cards.values():
-        where = str(card.get("trained_on") or "machine not recorded")
-        counts[where] = counts.get(where, 0) + 1
-    return "; ".join(f"{where} ({_count(n, 'model')})" for where, n in sorted(counts.items()))
+    for where in places:
+        key = str(where or "machine not recorded")
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{where} ({_count(n, noun)})" for where, n in sorted(counts.items()))
 
 
 def _checkpoints(cards: Sequence[ModelCard | CorruptionCard], pins: Mapping[str, str]) -> str:
@@ -202,8 +203,9 @@ def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Mapp
         f"{_count(len(checkpoint_cards), 'checkpoint card')} in `arbibench/models/checkpoints/`. "
         f"Protocol: {_protocol_size(cards) or 'no cards'}. "
         f"Checkpoints measured (sha256, first 12 hex digits; the cards hold all 64): {_checkpoints(cards, pins)}; "
-        f"{current}. The result cards record {minutes:.0f} min of attack time in all, not the machine they ran on; "
-        f"the checkpoint cards record where each model was trained: {_machines(checkpoint_cards) or '-'}."
+        f"{current}. The result cards record {minutes:.0f} min of attack time in all, computed on: "
+        f"{_machines([c.machine for c in cards], 'card') or '-'}; the checkpoint cards record where each model was "
+        f"trained: {_machines([c.get('trained_on') for c in checkpoint_cards.values()], 'model') or '-'}."
         + ("" if not corruption_cards else
            f" Common corruptions: {_count(len(corruption_cards), 'card')} in `model_info/`, checkpoints "
            f"{_checkpoints(corruption_cards, pins)}.")
