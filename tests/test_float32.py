@@ -23,3 +23,16 @@ def test_full_float32_turns_tf32_off_for_convolutions_and_matrix_products(saved_
     full_float32()
     assert torch.backends.cudnn.conv.fp32_precision == "ieee"
     assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+
+
+def test_resolving_a_cuda_device_sets_full_float32(saved_precision: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from arbibench.evaluation.inputs import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a machine with a GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    torch.backends.cudnn.conv.fp32_precision = "tf32"
+    assert resolve_device("cuda:0") == torch.device("cuda:0")
+    assert torch.backends.cudnn.conv.fp32_precision == "ieee"
+    torch.backends.cudnn.conv.fp32_precision = "tf32"
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert torch.backends.cudnn.conv.fp32_precision == "tf32"  # a CPU run leaves the process's settings alone
