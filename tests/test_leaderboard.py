@@ -545,3 +545,21 @@ def test_a_ranking_across_protocol_sizes_is_marked_and_filterable(tmp_path: Path
     page = (tmp_path / "site" / "index.html").read_text()
     assert 'data-size="full"' in page and 'data-size="quick"' in page
     assert '<option value="full">full protocol</option><option value="quick">quick protocol</option>' in page
+
+
+def test_model_page_says_what_the_numbers_were_measured_on(tmp_path: Path) -> None:
+    model_info = make_model_info(tmp_path, examples=False)
+    path = model_info / "cifar10" / "Linf" / "resnet20_bnn.json"
+    card = json.loads(path.read_text())
+    card.update(machine="GPU X (cuda): 90% of batch seconds; CPU Y: 10% of batch seconds", seconds=7200.0,
+                checkpoint_sha256="ab" * 32)
+    path.write_text(json.dumps(card))
+    build_site(model_info, tmp_path / "site", "png")
+    pages = tmp_path / "site" / "models" / "cifar10_Linf"
+    page = (pages / "resnet20_bnn.html").read_text()
+    fields = page.split('<dl class="fields">')[1].split("</dl>")[0]
+    assert "<dt>Computed on</dt><dd>GPU X (cuda): 90% of batch seconds; CPU Y: 10% of batch seconds</dd>" in fields
+    assert "<dt>Attack time</dt><dd>2.00 h</dd>" in fields and "<dt>Inference</dt><dd>simulation</dd>" in fields
+    assert f"<code>{'ab' * 32}</code>" in fields
+    other = (pages / "resnet20_fp.html").read_text().split('<dl class="fields">')[1]
+    assert "<dt>Inference</dt><dd>simulation</dd>" in other and "Computed on" not in other.split("</dl>")[0]

@@ -315,6 +315,11 @@ def _fields(card: ModelCard, board: Board) -> str:
         ("Protocol", (esc(card.protocol) + (" (quick)" if card.quick else "")) if card.protocol else None),
         ("Reported robust accuracy", pct(card.reported) if card.reported is not None else None),
         ("Full-precision twin", twin_html or None),
+        # what the numbers were measured on, for whoever reruns them: the network that answered, the weights, where
+        ("Inference", esc(card.inference or "simulation")),
+        ("Checkpoint sha256", f"<code>{esc(card.checkpoint_sha256)}</code>" if card.checkpoint_sha256 else None),
+        ("Computed on", esc(card.machine) or None),
+        ("Attack time", f"{card.seconds / 3600:.2f} h" if card.seconds else None),
     ]
     return "<dl class=\"fields\">" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows if v) + "</dl>"
 
