@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The command-line help of the backend options, shared by `eval`, `protocol run` and `sweep`.
 BACKEND_HELP = ("Where the store batches are computed: local (this process), processes (worker processes on this "
-                "machine: more cores, or a GPU that one process leaves idle) or ray (a Ray cluster); same results.")
+                "machine: more cores, or a GPU that one process may leave idle) or ray (a Ray cluster); same results.")
 ADDRESS_HELP = ("--backend ray: the cluster's head, host:port or 'auto' (default $RAY_ADDRESS; neither: a private "
                 "Ray on this machine, on 127.0.0.1).")
 INFERENCE_HELP = ("simulation: the float model answers everything (as always); deployed: the bit-packed network of a "
