@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Full-protocol cards on a GPU machine, within a time limit: `arbibench protocol run cifar10` over MODELS (one after
-# the other) on the processes backend, WORKERS worker processes sharing the GPU (a ResNet-20 batch of 200 leaves one
-# process launch-bound). Stopped after LIMIT_S seconds at the latest (every committed batch stays in the store, so a
+# the other) on the processes backend, WORKERS worker processes sharing the GPU (one process on a ResNet-20 batch of
+# 200 may leave it idle between small kernels). Stopped after LIMIT_S seconds at the latest (every committed batch stays in the store, so a
 # later run anywhere resumes from it); the store, the cards and the log are packed into OUT/results.tgz.
 #
 #   benchmarks/full_protocol_gpu.sh OUT MODELS [LIMIT_S] [WORKERS]
