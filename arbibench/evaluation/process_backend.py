@@ -1,9 +1,10 @@
 """The processes backend: store batches computed by worker processes on this machine, committed by the driver.
 
 For a machine with more cores than one process keeps busy, or a GPU that one process may leave idle between small
-kernels (a ResNet-20 batch of 200 is a few GFLOP per step; not measured here): ``workers`` processes, started fresh
-(``spawn``: CUDA cannot be shared across ``fork``), each with ``worker_threads`` torch threads (default: the
-driver's, so that a CPU run rounds as the local run does and stores the same rows), all on the run's device. Each
+kernels (a ResNet-20 on 32x32 images gives each kernel little work; not measured here): ``workers`` processes,
+started fresh (``spawn``: CUDA cannot be shared across ``fork``), each with ``worker_threads`` torch threads
+(default: the driver's, so that a CPU run rounds as the local run does and stores the same rows), all on the run's
+device. Each
 worker loads the model by zoo name and refuses a checkpoint or weights that are not the driver's; the driver keeps
 ``IN_FLIGHT_PER_WORKER`` batches per worker submitted, the most expensive first, and alone writes the store, one
 transaction per batch. A worker that dies (killed, out of memory) stops the run with one error; a rerun resumes
