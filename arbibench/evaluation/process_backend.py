@@ -4,11 +4,10 @@ For a machine with more cores than one process keeps busy, or a GPU that one pro
 kernels (a ResNet-20 on 32x32 images gives each kernel little work; not measured here): ``workers`` processes,
 started fresh (``spawn``: CUDA cannot be shared across ``fork``), each with ``worker_threads`` torch threads
 (default: the driver's, so that a CPU run rounds as the local run does and stores the same rows), all on the run's
-device. Each
-worker loads the model by zoo name and refuses a checkpoint or weights that are not the driver's; the driver keeps
-``IN_FLIGHT_PER_WORKER`` batches per worker submitted, the most expensive first, and alone writes the store, one
-transaction per batch. A worker that dies (killed, out of memory) stops the run with one error; a rerun resumes
-from the store. No Ray, no network: the workers talk to the driver through pipes.
+device. Each worker loads the model by zoo name and refuses a checkpoint or weights that are not the driver's; the
+driver keeps ``IN_FLIGHT_PER_WORKER`` batches per worker submitted, the most expensive first, and alone writes the
+store, one transaction per batch. A worker that dies (killed, out of memory) stops the run with one error; a rerun
+resumes from the store. No Ray, no network: the workers talk to the driver through pipes.
 """
 
 from __future__ import annotations
