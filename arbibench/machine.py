@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,15 @@ def computed_on(device: torch.device) -> str:
 
 
 UNRECORDED = "not recorded (stored by an older arbibench)"
+
+# computed_on's name of a GPU: "<device name> (cuda)" or "(cuda:N)"; a CPU's ends in its thread count
+_GPU_SUFFIX = re.compile(r"\(cuda(:\d+)?\)$")
+
+
+def on_gpu(machine: str | None) -> bool:
+    """Whether a batch's recorded machine (:func:`computed_on`) is a GPU: a batch a lent GPU computed is done, but its
+    seconds were read on another clock and price nothing that a CPU queue has left to compute."""
+    return machine is not None and _GPU_SUFFIX.search(machine) is not None
 
 
 def provenance(seconds_by_machine: Mapping[str | None, float]) -> str | None:

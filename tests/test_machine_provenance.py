@@ -15,3 +15,11 @@ from arbibench.machine import UNRECORDED, provenance
 )  # fmt: skip
 def test_provenance(seconds: dict, expected: str | None) -> None:
     assert provenance(seconds) == expected
+
+
+def test_a_gpu_is_told_from_a_cpu_by_the_name_computed_on_gives_it():
+    from arbibench.machine import describe, on_gpu
+
+    assert on_gpu("NVIDIA H200 (cuda)") and on_gpu("NVIDIA A100-SXM4-80GB (cuda:1)")
+    assert not on_gpu(describe(2)) and not on_gpu(None)
+    assert not on_gpu("a CPU named (cuda) somewhere, 2 threads")

@@ -167,3 +167,42 @@ def test_the_progress_command_prints_each_model(tmp_path, data_dir, monkeypatch)
     assert "14/14" in detail.output
     for row in ("white-box: fgsm", "black-box: square", "white-box (all)", "black-box (all)", "sweep (all)"):
         assert row in detail.output
+
+
+def test_batches_a_gpu_computed_are_done_but_price_nothing():
+    # 4 of 10 batches done: 2 on a GPU (1 s each), 2 on a CPU (50 s each): the 6 left cost the CPU's 50 s each
+    partly = EvaluationProgress("white-box: autoattack", 10, 4, 102.0, attack="autoattack", samples=1000,
+                                samples_done=400, gpu_done=2, gpu_seconds=2.0, gpu_samples=200)
+    assert (partly.per_batch, partly.per_sample) == (pytest.approx(50.0), pytest.approx(0.5))
+    # all done batches on a GPU: priced as if not started (here by its quick card), not at the GPU's 1 s a batch
+    gpu_only = EvaluationProgress("black-box: rays", 3, 1, 1.0, attack="rays", samples=300, samples_done=100,
+                                  card_per_sample=2.0, gpu_done=1, gpu_seconds=1.0, gpu_samples=100)
+    assert gpu_only.per_batch is None and gpu_only.per_sample is None
+    p = ProtocolProgress("m", "cifar10", [partly, gpu_only])
+    assert p.seconds_left() == [pytest.approx(6 * 50.0), pytest.approx(2 * 100 * 2.0)]
+    assert p.done == 5 and p.hours_so_far == pytest.approx(103.0 / 3600)  # the GPU's batches are still done
+
+
+def test_protocol_progress_reads_which_batches_a_gpu_computed(tmp_path, data_dir):
+    protocol = _tiny()
+    with ResultStore(tmp_path / "s.db") as db:
+        run_protocol(protocol, ["resnet20_bnn"], db, data_dir=data_dir, progress=False)
+        (key,) = db.conn.execute("SELECT eval_key FROM evaluations WHERE attack = 'fgsm'").fetchone()
+        cpu_batch = db.conn.execute("SELECT seconds, n_samples FROM batches WHERE eval_key = ? AND batch_index = 2",
+                                    (key,)).fetchone()
+        # white-box fgsm's first two batches (of three) recomputed on a GPU, which took a hundredth of the time
+        db.conn.execute("UPDATE batch_machines SET machine = 'NVIDIA H200 (cuda)' WHERE eval_key = ? "
+                        "AND batch_index < 2", (key,))
+        db.conn.execute("UPDATE batches SET seconds = seconds / 100 WHERE eval_key = ? AND batch_index < 2", (key,))
+        db.conn.commit()
+        seeded = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
+        other = protocol_progress(protocol, "resnet20_xnor", db, data_dir=data_dir)
+    fgsm = next(e for e in seeded.evaluations if e.label == "white-box: fgsm")
+    assert (fgsm.done, fgsm.gpu_done, fgsm.gpu_samples) == (3, 2, 20)
+    assert fgsm.per_batch == pytest.approx(cpu_batch[0]) and fgsm.per_sample == pytest.approx(cpu_batch[0] / 4)
+    assert cpu_batch[1] == 4
+    # another model's fgsm, not started, is priced at the CPU's batch alone
+    mine = next(e for e in other.evaluations if e.label == "white-box: fgsm")
+    assert mine.elsewhere_per_sample == pytest.approx(cpu_batch[0] / 4)
+    # the other evaluations, all on the CPU, have no GPU batch
+    assert all(e.gpu_done == 0 for e in seeded.evaluations if e is not fgsm)

@@ -523,4 +523,5 @@ def protocol_progress_command(
                   "the dearer of the same evaluation's dearest cost per image on another model of the store and the "
                   "model's own quick card in --model-info (at the full budget), else at the same attack's cost per "
                   "image elsewhere in the run, else at the dearest cost per batch measured so far, or not counted "
-                  "when nothing is measured; eps* not counted")
+                  "when nothing is measured; eps* not counted. Costs are read on batches a CPU computed: batches a "
+                  "GPU computed count as done and price nothing, and s per image is a CPU's")

@@ -3,8 +3,9 @@
 A full-protocol card takes tens of CPU hours, spread over sessions and machines; any session must be able to say where
 it stands without running anything. The run's evaluations are planned exactly as ``protocol run`` plans them
 (:func:`arbibench.protocol.run.plan_model`), so each store key is the one the run writes, and the store says which
-of its batches are committed and how many seconds each took. The eps* search is not counted: its rounds depend on
-each other's results, so its size is not known in advance (it costs about as much as one black-box attack).
+of its batches are committed and how many seconds each took. The hours left are a CPU queue's: a batch a lent GPU
+computed counts as done, and its seconds (another clock) price nothing. The eps* search is not counted: its rounds
+depend on each other's results, so its size is not known in advance (it costs about as much as one black-box attack).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 
 from arbibench.evaluation.store import ResultStore
+from arbibench.machine import on_gpu
 from arbibench.models.zoo import load_model
 from arbibench.protocol.presets import Protocol, get_protocol
 from arbibench.protocol.projection import per_image_seconds, quick_card
@@ -39,14 +41,30 @@ class EvaluationProgress:
     # high end): how this model differs from the others (an adversarially trained one keeps its images for the whole
     # of AutoAttack, several times a standard one's cost)
     card_per_sample: float | None = None
+    # of the done batches, those a GPU computed (a lent one, seeding the store): done, but their seconds price
+    # nothing the CPU queue has left, so every cost below is read on the other batches alone
+    gpu_done: int = 0
+    gpu_seconds: float = 0.0
+    gpu_samples: int = 0
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.seconds - self.gpu_seconds
+
+    @property
+    def cpu_samples(self) -> int:
+        return self.samples_done - self.gpu_samples
 
     @property
     def per_batch(self) -> float | None:
-        return self.seconds / self.done if self.done else None
+        """Seconds per batch on a CPU (None: no batch computed on one)."""
+        n = self.done - self.gpu_done
+        return self.cpu_seconds / n if n else None
 
     @property
     def per_sample(self) -> float | None:
-        return self.seconds / self.samples_done if self.samples_done else None
+        """Seconds per image on a CPU (None: no batch computed on one)."""
+        return self.cpu_seconds / self.cpu_samples if self.cpu_samples else None
 
 
 @dataclass
@@ -88,7 +106,7 @@ class ProtocolProgress:
         fallback = max(measured, default=None)
         by_attack: dict[str, list[EvaluationProgress]] = {}
         for e in self.evaluations:
-            if e.attack is not None and e.samples_done:
+            if e.attack is not None and e.cpu_samples:
                 by_attack.setdefault(e.attack, []).append(e)
         out: list[float | None] = []
         for e in self.evaluations:
@@ -99,7 +117,7 @@ class ProtocolProgress:
                 cost = max(priced) * e.samples / e.batches
             if left and cost is None and e.attack in by_attack and e.samples:
                 same = by_attack[e.attack]
-                per_sample = sum(o.seconds for o in same) / sum(o.samples_done for o in same)
+                per_sample = sum(o.cpu_seconds for o in same) / sum(o.cpu_samples for o in same)
                 cost = per_sample * e.samples / e.batches
             if left and cost is None:
                 cost = fallback
@@ -144,13 +162,13 @@ def protocol_progress(
             if key in seen:
                 continue
             seen.add(key)
-            row = store.conn.execute("SELECT COUNT(*), COALESCE(SUM(seconds), 0), COALESCE(SUM(n_samples), 0) "
-                                     "FROM batches WHERE eval_key = ?", (key,)).fetchone()
+            every, gpu = _batch_totals(store, key)
             name = "clean" if attack is None else attack.name
             out.evaluations.append(EvaluationProgress(
-                f"{family}: {name}", n_batches, int(row[0]), float(row[1]), attack=name, samples=len(ctx.y),
-                samples_done=int(row[2]), elsewhere_per_sample=_elsewhere_per_sample(store, key, ctx.spec(attack)),
-                card_per_sample=card_costs.get((family, name)),
+                f"{family}: {name}", n_batches, every[0], every[1], attack=name, samples=len(ctx.y),
+                samples_done=every[2], elsewhere_per_sample=_elsewhere_per_sample(store, key, ctx.spec(attack)),
+                card_per_sample=card_costs.get((family, name)), gpu_done=gpu[0], gpu_seconds=gpu[1],
+                gpu_samples=gpu[2],
             ))
     return out
 
@@ -168,12 +186,30 @@ def _card_costs(protocol: Protocol, model_name: str, model_info: str | os.PathLi
     return {(family, attack): high for attack, (family, _, high) in per_image_seconds(card, protocol, quick).items()}
 
 
+_BATCHES = ("SELECT b.eval_key, b.seconds, b.n_samples, m.machine FROM batches b "
+            "LEFT JOIN batch_machines m USING (eval_key, batch_index) ")
+
+
+def _batch_totals(store: ResultStore, key: str) -> tuple[tuple[int, float, int], tuple[int, float, int]]:
+    """(batches, seconds, images) of the evaluation ``key``'s stored batches, and the same of those a GPU computed."""
+    rows = store.conn.execute(_BATCHES + "WHERE b.eval_key = ?", (key,)).fetchall()
+    gpu = [r for r in rows if on_gpu(r[3])]
+    return ((len(rows), float(sum(r[1] for r in rows)), int(sum(r[2] for r in rows))),
+            (len(gpu), float(sum(r[1] for r in gpu)), int(sum(r[2] for r in gpu))))
+
+
 def _elsewhere_per_sample(store: ResultStore, key: str, spec: dict[str, object]) -> float | None:
-    """The dearest cost per image among the other models' evaluations with this ``spec`` (the store keeps each
-    evaluation's spec as sorted JSON beside its key), None where no other model has a batch of it."""
+    """The dearest cost per image on a CPU among the other models' evaluations with this ``spec`` (the store keeps
+    each evaluation's spec as sorted JSON beside its key), None where no other model has a CPU batch of it."""
     rows = store.conn.execute(
-        "SELECT SUM(b.seconds), SUM(b.n_samples) FROM evaluations e JOIN batches b ON b.eval_key = e.eval_key "
-        "WHERE e.spec = ? AND e.eval_key != ? GROUP BY e.eval_key", (json.dumps(spec, sort_keys=True), key),
+        _BATCHES + "WHERE b.eval_key IN (SELECT eval_key FROM evaluations WHERE spec = ? AND eval_key != ?)",
+        (json.dumps(spec, sort_keys=True), key),
     ).fetchall()
-    costs = [seconds / samples for seconds, samples in rows if samples]
+    totals: dict[str, list[float]] = {}
+    for eval_key, seconds, samples, machine in rows:
+        if not on_gpu(machine):
+            t = totals.setdefault(eval_key, [0.0, 0.0])
+            t[0] += seconds
+            t[1] += samples
+    costs = [seconds / samples for seconds, samples in totals.values() if samples]
     return max(costs, default=None)
