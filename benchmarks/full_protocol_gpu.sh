@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Full-protocol cards on a GPU machine, within a time limit: `arbibench protocol run cifar10` over MODELS (one after
 # the other) on the processes backend, WORKERS worker processes sharing the GPU (one process on a ResNet-20 batch of
-# 200 may leave it idle between small kernels). Stopped after LIMIT_S seconds at the latest (every committed batch stays in the store, so a
-# later run anywhere resumes from it); the store, the cards and the log are packed into OUT/results.tgz.
+# 200 may leave it idle between small kernels). Stopped after LIMIT_S seconds at the latest (every committed batch
+# stays in the store, so a later run anywhere resumes from it); the store, the cards and the log are packed into
+# OUT/results.tgz, the batch times (benchmarks/store_batch_times.py) written to OUT/batch_times.json.
 #
 #   benchmarks/full_protocol_gpu.sh OUT MODELS [LIMIT_S] [WORKERS]
 #   e.g. ARBIBENCH_DATA=.devdata benchmarks/full_protocol_gpu.sh out resnet20_fp_at,resnet20_bireal_at 540 14
 # (DEVICE=cpu tries the script itself on a machine without a GPU.)
 #
-# SEED=zoo_runs/carry/<job>.db.gz starts from the rows a queue job has carried (the run resumes after them). The
-# new rows come back as OUT/rows.db.gz in the carry format; on the queue's machine, with the queue paused, merge them
-# into the job's store (its next carry copy takes them along), and the queue's own run skips every batch they hold:
-#   .venv/bin/python -c "import sys; from pathlib import Path; from arbibench.queue.carry import merge_rows; \
-#       print(merge_rows(Path(sys.argv[1]), Path(sys.argv[2])), 'new outcome rows')" rows.db.gz runs/queue/full_protocol.db
+# SEED=zoo_runs/carry/<job>.db.gz[,<job2>.db.gz...] starts from the rows queue jobs have carried (the run resumes
+# after them). The new rows of every model come back as OUT/rows.db.gz in the carry format. On the queue's machine,
+# `arbibench queue add-rows rows.db.gz` adds each model's rows to its unfinished job's carried copy (commit them);
+# the queue merges a copy into its store when the job starts (restart a running queue), and its run skips every
+# batch the rows hold.
 set -u
 out=$1
 models=$2
@@ -20,7 +21,9 @@ limit=${3:-540}
 workers=${4:-14}
 mkdir -p "$out/run"
 if [ -n "${SEED:-}" ]; then
-    case "$SEED" in *.gz) gzip -dc "$SEED" > "$out/run/full_protocol.db" ;; *) cp "$SEED" "$out/run/full_protocol.db" ;; esac
+    PYTHONPATH="$PWD" python3 -c "import sys; from pathlib import Path; from arbibench.queue.carry import merge_rows; \
+[print(merge_rows(Path(p), Path(sys.argv[1])), 'seed rows from', p) for p in sys.argv[2:]]" \
+        "$out/run/full_protocol.db" ${SEED//,/ } || exit 1
 fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -33,15 +36,9 @@ timeout --signal=TERM --kill-after=5 "$limit" python3 -m arbibench.cli protocol 
     --workers "$workers" --worker-threads 1 > "$out/run/protocol.log" 2>&1
 echo "protocol run exited with $? after $(($(date +%s) - start)) s"
 tail -c 5000 "$out/run/protocol.log"
-python3 - "$out/run/full_protocol.db" <<'EOF'
-import sqlite3, sys
-with sqlite3.connect(sys.argv[1]) as c:
-    for name, attack, n, s in c.execute(
-        "SELECT e.model_name, e.attack, COUNT(*), SUM(b.seconds) FROM batches b JOIN evaluations e USING (eval_key) "
-        "GROUP BY e.model_name, e.attack ORDER BY e.model_name, e.attack"
-    ):
-        print(f"{name:24s} {attack:12s} {n:4d} batches {s:8.1f} s")
-EOF
+python3 benchmarks/store_batch_times.py "$out/run/full_protocol.db" --out "$out/batch_times.json" \
+    --setting "models=$models" --setting "workers=$workers" --setting "limit_s=$limit" \
+    --setting "machine=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores"
 python3 -c "import sys; from pathlib import Path; from arbibench.queue.carry import export_rows; \
 print(export_rows(Path(sys.argv[1]), (), Path(sys.argv[2])), 'outcome rows in rows.db.gz')" \
     "$out/run/full_protocol.db" "$out/rows.db.gz"

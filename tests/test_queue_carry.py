@@ -261,3 +261,56 @@ def test_machines_travel_with_the_rows_and_an_older_copy_without_them_still_merg
     assert carry.merge_rows(old_copy, target) == 2
     with ResultStore(target) as s:
         assert s.machine_seconds([key]) == {None: 3.0}
+
+
+def test_rows_computed_elsewhere_join_a_job_s_copy_and_its_own_rows_stay(tmp_path):
+    queue_store, gpu_store = tmp_path / "queue.db", tmp_path / "gpu.db"
+    copy, rows = tmp_path / "carry" / "job.db.gz", tmp_path / "rows.db.gz"
+    copy.parent.mkdir()
+    own = _write_rows(queue_store, "model_a", 6)  # the queue's own batch of model_a, already carried
+    carry.export_rows(queue_store, ("model_a",), copy)
+    with ResultStore(gpu_store) as s:  # a GPU computed another evaluation of model_a, and one of model_b
+        gpu_a = s.register("hash-model_a", "model_a", "square", {"attack": "square"})
+        s.commit_batch(gpu_a, 0, range(4), [True] * 4, [False] * 4, [0.03] * 4, seconds=9.0, machine="H (cuda)")
+        gpu_b = s.register("hash-model_b", "model_b", "square", {"attack": "square"})
+        s.commit_batch(gpu_b, 0, range(3), [True] * 3, [True] * 3, [0.0] * 3, seconds=9.0, machine="H (cuda)")
+    carry.export_rows(gpu_store, (), rows)
+    assert carry.add_rows(rows, copy, ("model_a",)) == 4
+    assert carry.add_rows(rows, copy, ("model_a",)) == 0  # twice: nothing new
+    fresh = tmp_path / "fresh.db"
+    assert carry.merge_rows(copy, fresh) == 10
+    with ResultStore(fresh) as s:
+        assert {r[0] for r in s.conn.execute("SELECT model_name FROM evaluations")} == {"model_a"}
+        assert s.machine_seconds([gpu_a]) == {"H (cuda)": 9.0} and s.batch_seconds(own) == 1.5
+    # a job none of whose models the rows hold gets no copy at all
+    other = tmp_path / "carry" / "other.db.gz"
+    assert carry.add_rows(rows, other, ("model_c",)) == 0 and not other.exists()
+
+
+def test_the_add_rows_command_gives_each_unfinished_job_its_models_rows(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    gpu_store = tmp_path / "gpu.db"
+    for model in ("model_a", "model_b"):
+        _write_rows(gpu_store, model, 3)
+    carry.export_rows(gpu_store, (), tmp_path / "rows.db.gz")
+
+    def job(model: str) -> dict[str, object]:
+        return {"name": f"full protocol: {model}", "snapshot": ["runs/q.db", "zoo_runs/q.db"],
+                "steps": [["arbibench", "protocol", "run", "cifar10", "--models", model, "--store", "runs/q.db"]]}
+
+    (tmp_path / "zoo_runs").mkdir()
+    (tmp_path / "zoo_runs" / "queue.json").write_text(json.dumps({"jobs": [job("model_a"), job("model_b")]}))
+    (tmp_path / "zoo_runs" / "queue_state.json").write_text(json.dumps({"finished": {"full protocol: model_b": "x"}}))
+    missing = CliRunner().invoke(app, ["queue", "add-rows", "none.db.gz", "--store", "runs/q.db"])
+    assert missing.exit_code == 2 and "no rows at none.db.gz" in missing.output
+    wrong = CliRunner().invoke(app, ["queue", "add-rows", "rows.db.gz"])  # default store: no job writes it
+    assert wrong.exit_code == 2 and "--store" in wrong.output
+    result = CliRunner().invoke(app, ["queue", "add-rows", "rows.db.gz", "--store", "runs/q.db"])
+    assert result.exit_code == 0, result.output
+    assert "full protocol: model_a: 3 new outcome rows" in result.output
+    assert (tmp_path / carry.rows_copy("full protocol: model_a")).is_file()
+    assert not (tmp_path / carry.rows_copy("full protocol: model_b")).exists()  # finished: takes nothing

@@ -168,6 +168,20 @@ def merge_rows(copy: Path, store: Path) -> int:
     return after - before
 
 
+def add_rows(rows: Path, copy: Path, models: tuple[str, ...]) -> int:
+    """Add the rows of ``models`` in the gzip'd copy ``rows`` (a store computed elsewhere: a lent GPU's run) to a
+    job's carried copy ``copy``, whose own rows stay; returns the outcome rows the copy gained. The queue merges the
+    copy into its store when the job starts, and its run then skips every batch the rows hold."""
+    with tempfile.TemporaryDirectory() as tmp:
+        both, out = Path(tmp) / "both.db", Path(tmp) / "copy.db.gz"
+        before = merge_rows(copy, both) if copy.is_file() else 0
+        merge_rows(rows, both)
+        after = export_rows(both, models, out)
+        if after > before:  # else the copy stays as it was (or absent): nothing of these models was new
+            atomic_write_bytes(out.read_bytes(), copy)
+    return max(after - before, 0)
+
+
 def remove(repo: Path, path: str) -> bool:
     """Delete a copy from the work tree; True when there was one."""
     target = repo / path

@@ -252,3 +252,40 @@ def carry_now(
         console.print(f"queue: {answer.job}: copied {paths} to the branch in commit {answer.commit}")
     else:
         console.print(f"queue: {answer.job}: {paths} unchanged since the last copy; nothing committed")
+
+
+@queue_app.command("add-rows")
+def add_rows(
+    rows: Path = typer.Argument(..., help="Outcome rows computed elsewhere, as a gzip'd store (rows.db.gz of "
+                                "benchmarks/full_protocol_gpu.sh)."),
+    store: str = typer.Option("runs/queue/full_protocol.db", help="The queue store the rows belong to: only "
+                              "the jobs that write it take them."),
+    plan: Path = typer.Option(PLAN, help="The queue's plan."),
+    state: Path = typer.Option(STATE, help="The queue's record of finished jobs (they take nothing)."),
+) -> None:
+    """Give each unfinished protocol job its models' rows from a store computed elsewhere (a lent GPU): they join the
+    job's carried copy, whose own rows stay, and the job's run skips those batches. A job merges its copy when it
+    starts: restart a running queue to take the rows up at once. Commit the copies it names."""
+    import sqlite3
+
+    from arbibench.queue import carry  # start-up: --help stays light
+    from arbibench.queue.jobs import QueueState, load_plan
+    from arbibench.queue.runner import job_models
+
+    try:
+        if not rows.is_file():
+            raise FileNotFoundError(f"no rows at {rows}: pass the rows.db.gz a run elsewhere wrote")
+        finished = QueueState.load(state).finished
+        jobs = [j for j in load_plan(plan)
+                if j.snapshot and j.snapshot[0] == store and j.name not in finished and job_models(j)]
+        if not jobs:
+            raise ValueError(f"no unfinished protocol job of {plan} writes {store} for named models; "
+                             "pass the store its jobs write with --store")
+        added = {j.name: carry.add_rows(rows, Path(carry.rows_copy(j.name)), job_models(j)) for j in jobs}
+    except (*QUEUE_ERRORS, sqlite3.Error) as e:
+        fail(e)
+    changed = {name: n for name, n in added.items() if n}
+    for name, n in changed.items():
+        console.print(f"queue: {name}: {n} new outcome rows in {carry.rows_copy(name)}")
+    if not changed:
+        console.print(f"queue: {rows} holds no rows that an unfinished job's carried copy lacks")

@@ -108,6 +108,12 @@ class CarryAnswer:
     commit: str | None
 
 
+def job_models(job: Job) -> tuple[str, ...]:
+    """The models whose rows a protocol job adds to its snapshotted store (empty: all of them)."""
+    runs = [r for s in job.steps if (r := protocol_run_step(s)) and job.snapshot and r.store == job.snapshot[0]]
+    return tuple(sorted({m for r in runs for m in r.models})) if runs and all(r.models for r in runs) else ()
+
+
 def request_carry(run_dir: Path, timeout_s: float = 120.0) -> CarryAnswer:
     """Ask the running queue to commit its job's branch copies now (:mod:`arbibench.queue.carry`) and wait for its
     answer."""
@@ -336,11 +342,6 @@ class Runner:
             self._last_prune = time.time()
             resume_point.prune_replaced(self.repo)
 
-    def _job_models(self, job: Job) -> tuple[str, ...]:
-        """The models whose rows a protocol job adds to its snapshotted store (empty: all of them)."""
-        runs = [r for s in job.steps if (r := protocol_run_step(s)) and job.snapshot and r.store == job.snapshot[0]]
-        return tuple(sorted({m for r in runs for m in r.models})) if runs and all(r.models for r in runs) else ()
-
     def _carry_paths(self, job: Job, *, finished: bool) -> list[str]:
         """Write the job's branch copies (:mod:`arbibench.queue.carry`) and return their paths for the commit; at
         the job's end the run folder's copy is deleted (its exported checkpoint is committed instead)."""
@@ -360,7 +361,7 @@ class Runner:
         if job.snapshot and (self.repo / job.snapshot[0]).is_file():
             copy = carry.rows_copy(job.name)
             try:
-                carry.export_rows(self.repo / job.snapshot[0], self._job_models(job), self.repo / copy)
+                carry.export_rows(self.repo / job.snapshot[0], job_models(job), self.repo / copy)
                 paths.append(copy)
             except (OSError, sqlite3.Error) as e:  # the run goes on; the next copy may succeed
                 print(f"queue: copying the outcomes of {job.name!r} to the branch failed: {e}", file=sys.stderr)
