@@ -272,6 +272,7 @@ def add_rows(
     from arbibench.queue.jobs import QueueState, load_plan
     from arbibench.queue.runner import job_models
 
+    errors: tuple[type[Exception], ...] = (*QUEUE_ERRORS, sqlite3.Error)  # a damaged rows file is sqlite's
     try:
         if not rows.is_file():
             raise FileNotFoundError(f"no rows at {rows}: pass the rows.db.gz a run elsewhere wrote")
@@ -282,7 +283,7 @@ def add_rows(
             raise ValueError(f"no unfinished protocol job of {plan} writes {store} for named models; "
                              "pass the store its jobs write with --store")
         added = {j.name: carry.add_rows(rows, Path(carry.rows_copy(j.name)), job_models(j)) for j in jobs}
-    except (*QUEUE_ERRORS, sqlite3.Error) as e:
+    except errors as e:
         fail(e)
     changed = {name: n for name, n in added.items() if n}
     for name, n in changed.items():
