@@ -183,7 +183,9 @@ def test_batches_a_gpu_computed_are_done_but_price_nothing():
     assert p.done == 5 and p.hours_so_far == pytest.approx(103.0 / 3600)  # the GPU's batches are still done
 
 
-def test_protocol_progress_reads_which_batches_a_gpu_computed(tmp_path, data_dir):
+def test_protocol_progress_reads_which_batches_a_gpu_computed(tmp_path, data_dir, monkeypatch):
+    from arbibench.cli import app
+
     protocol = _tiny()
     with ResultStore(tmp_path / "s.db") as db:
         run_protocol(protocol, ["resnet20_bnn"], db, data_dir=data_dir, progress=False)
@@ -206,3 +208,8 @@ def test_protocol_progress_reads_which_batches_a_gpu_computed(tmp_path, data_dir
     assert mine.elsewhere_per_sample == pytest.approx(cpu_batch[0] / 4)
     # the other evaluations, all on the CPU, have no GPU batch
     assert all(e.gpu_done == 0 for e in seeded.evaluations if e is not fgsm)
+    monkeypatch.setattr(presets, "get_protocol", _tiny)
+    detail = CliRunner().invoke(app, ["protocol", "progress", "--models", "resnet20_bnn", "--store",
+                                      str(tmp_path / "s.db"), "--evaluations"], env={"COLUMNS": "200"})
+    assert detail.exit_code == 0, detail.output
+    assert "3/3 (2 on a GPU)" in detail.output and detail.output.count("on a GPU)") == 1

@@ -466,7 +466,8 @@ def _evaluations_table(p: ProtocolProgress) -> Table:
                   title=f"{p.model_name}: {p.protocol}", title_justify="left")
     for e, left in zip(p.evaluations, p.seconds_left(), strict=True):
         per_image = "" if e.per_sample is None else f"{e.per_sample:.3g}"
-        table.add_row(e.label, f"{e.done}/{e.batches}", str(e.samples), f"{e.seconds / 3600:.3f}", per_image,
+        gpu = f" ({e.gpu_done} on a GPU)" if e.gpu_done else ""
+        table.add_row(e.label, f"{e.done}/{e.batches}{gpu}", str(e.samples), f"{e.seconds / 3600:.3f}", per_image,
                       "?" if left is None else f"{left / 3600:.3f}")
     table.add_section()
     for part, (so_far, left_h) in p.parts().items():
