@@ -11,9 +11,8 @@
 #
 # SEED=zoo_runs/carry/<job>.db.gz[,<job2>.db.gz...] starts from the rows queue jobs have carried (the run resumes
 # after them). The new rows of every model come back as OUT/rows.db.gz in the carry format. On the queue's machine,
-# `arbibench queue add-rows rows.db.gz` adds each model's rows to its unfinished job's carried copy (commit them);
-# the queue merges a copy into its store when the job starts (restart a running queue), and its run skips every
-# batch the rows hold.
+# `arbibench queue add-rows rows.db.gz` adds each model's rows to its unfinished job's carried copy (commit them) and
+# to the queue's store; a job's run skips every batch they hold (restart a running queue: its run planned at start).
 set -u
 out=$1
 models=$2

@@ -309,8 +309,14 @@ def test_the_add_rows_command_gives_each_unfinished_job_its_models_rows(tmp_path
     assert missing.exit_code == 2 and "no rows at none.db.gz" in missing.output
     wrong = CliRunner().invoke(app, ["queue", "add-rows", "rows.db.gz"])  # default store: no job writes it
     assert wrong.exit_code == 2 and "--store" in wrong.output
+    (tmp_path / "runs").mkdir()
+    _write_rows(tmp_path / "runs" / "q.db", "model_c", 2)  # the queue's store, as a running job left it
     result = CliRunner().invoke(app, ["queue", "add-rows", "rows.db.gz", "--store", "runs/q.db"])
     assert result.exit_code == 0, result.output
     assert "full protocol: model_a: 3 new outcome rows" in result.output
+    assert "3 new outcome rows in runs/q.db" in result.output  # the running job's next copy keeps them
+    with ResultStore(tmp_path / "runs" / "q.db") as s:
+        names = {r[0] for r in s.conn.execute("SELECT model_name FROM evaluations")}
+    assert names == {"model_a", "model_c"}  # model_b's job is finished: its rows stay out of the store too
     assert (tmp_path / carry.rows_copy("full protocol: model_a")).is_file()
     assert not (tmp_path / carry.rows_copy("full protocol: model_b")).exists()  # finished: takes nothing

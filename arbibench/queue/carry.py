@@ -168,6 +168,16 @@ def merge_rows(copy: Path, store: Path) -> int:
     return after - before
 
 
+def merge_models(rows: Path, store: Path, models: tuple[str, ...]) -> int:
+    """Merge only the rows of ``models`` in the gzip'd copy ``rows`` into the store ``store`` (see
+    :func:`merge_rows`); returns the outcome rows that were new."""
+    with tempfile.TemporaryDirectory() as tmp:
+        both, part = Path(tmp) / "both.db", Path(tmp) / "part.db.gz"
+        merge_rows(rows, both)
+        export_rows(both, models, part)
+        return merge_rows(part, store)
+
+
 def add_rows(rows: Path, copy: Path, models: tuple[str, ...]) -> int:
     """Add the rows of ``models`` in the gzip'd copy ``rows`` (a store computed elsewhere: a lent GPU's run) to a
     job's carried copy ``copy``, whose own rows stay; returns the outcome rows the copy gained. The queue merges the

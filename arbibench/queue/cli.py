@@ -264,8 +264,9 @@ def add_rows(
     state: Path = typer.Option(STATE, help="The queue's record of finished jobs (they take nothing)."),
 ) -> None:
     """Give each unfinished protocol job its models' rows from a store computed elsewhere (a lent GPU): they join the
-    job's carried copy, whose own rows stay, and the job's run skips those batches. A job merges its copy when it
-    starts: restart a running queue to take the rows up at once. Commit the copies it names."""
+    job's carried copy, whose own rows stay, and the queue's store where there is one here, and the job's run skips
+    those batches. A running job planned its batches when it started: restart the queue to skip them at once (one it
+    computes anyway keeps the rows stored first). Commit the copies it names."""
     import sqlite3
 
     from arbibench.queue import carry  # start-up: --help stays light
@@ -283,8 +284,13 @@ def add_rows(
             raise ValueError(f"no unfinished protocol job of {plan} writes {store} for named models; "
                              "pass the store its jobs write with --store")
         added = {j.name: carry.add_rows(rows, Path(carry.rows_copy(j.name)), job_models(j)) for j in jobs}
+        # the running job's hourly copy is written from the store: without them there, it would drop them again
+        in_store = (carry.merge_models(rows, Path(store), tuple(sorted({m for j in jobs for m in job_models(j)})))
+                    if Path(store).is_file() else None)
     except errors as e:
         fail(e)
+    if in_store:
+        console.print(f"queue: {in_store} new outcome rows in {store}")
     changed = {name: n for name, n in added.items() if n}
     for name, n in changed.items():
         console.print(f"queue: {name}: {n} new outcome rows in {carry.rows_copy(name)}")
