@@ -180,7 +180,10 @@ def test_batches_a_gpu_computed_are_done_but_price_nothing():
     assert gpu_only.per_batch is None and gpu_only.per_sample is None
     p = ProtocolProgress("m", "cifar10", [partly, gpu_only])
     assert p.seconds_left() == [pytest.approx(6 * 50.0), pytest.approx(2 * 100 * 2.0)]
-    assert p.done == 5 and p.hours_so_far == pytest.approx(103.0 / 3600)  # the GPU's batches are still done
+    # the GPU's batches are done, and the hours so far are the CPU's alone
+    assert (p.done, p.gpu_done) == (5, 3) and p.hours_so_far == pytest.approx(100.0 / 3600)
+    assert p.parts() == {"white-box": (pytest.approx(100.0 / 3600), pytest.approx(300.0 / 3600)),
+                         "black-box": (0.0, pytest.approx(400.0 / 3600))}
 
 
 def test_protocol_progress_reads_which_batches_a_gpu_computed(tmp_path, data_dir, monkeypatch):
@@ -212,4 +215,4 @@ def test_protocol_progress_reads_which_batches_a_gpu_computed(tmp_path, data_dir
     detail = CliRunner().invoke(app, ["protocol", "progress", "--models", "resnet20_bnn", "--store",
                                       str(tmp_path / "s.db"), "--evaluations"], env={"COLUMNS": "200"})
     assert detail.exit_code == 0, detail.output
-    assert "3/3 (2 on a GPU)" in detail.output and detail.output.count("on a GPU)") == 1
+    assert "3/3 (2 on a GPU)" in detail.output and "14/14 (2 on a GPU)" in detail.output

@@ -411,7 +411,9 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
     def fake(protocol, model, db, **kw):
         threads_seen.append(torch.get_num_threads())
         return ProtocolProgress(model, protocol.name, [EvaluationProgress("clean", 50, 50, 900.0),
-                                                       EvaluationProgress("pgd", 50, 10, 6300.0)])
+                                                       EvaluationProgress("pgd", 50, 10, 6300.0),
+                                                       EvaluationProgress("square", 3, 3, 1800.0, gpu_done=3,
+                                                                          gpu_seconds=1800.0)])
 
     monkeypatch.setattr(progress_module, "protocol_progress", fake)
     monkeypatch.chdir(tmp_path)
@@ -429,8 +431,9 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
         torch.set_num_threads(before)
     assert out.exit_code == 0, out.output
     row = next([c.strip() for c in line.split("│")[1:-1]] for line in out.output.splitlines() if "│ full" in line)
-    # 60 of 100 batches stored in 7,200 s: 2.00 h so far; 40 pgd batches left at 630 s each: 7.0 h
-    assert row[3] == "batches 60/100" and row[4] == "2.00" and row[5] == "7.0"
+    # 63 of 103 batches stored, 3 of them on a GPU, whose 1,800 s are another clock: 7,200 s, 2.00 h so far; 40 pgd
+    # batches left at 630 s each: 7.0 h
+    assert row[3] == "batches 63/103, 3 on a GPU" and row[4] == "2.00" and row[5] == "7.0"
 
 
 def test_status_without_the_data_reports_instead_of_downloading(tmp_path, monkeypatch, data_dir):

@@ -467,7 +467,7 @@ def _evaluations_table(p: ProtocolProgress) -> Table:
     for e, left in zip(p.evaluations, p.seconds_left(), strict=True):
         per_image = "" if e.per_sample is None else f"{e.per_sample:.3g}"
         gpu = f" ({e.gpu_done} on a GPU)" if e.gpu_done else ""
-        table.add_row(e.label, f"{e.done}/{e.batches}{gpu}", str(e.samples), f"{e.seconds / 3600:.3f}", per_image,
+        table.add_row(e.label, f"{e.done}/{e.batches}{gpu}", str(e.samples), f"{e.cpu_seconds / 3600:.3f}", per_image,
                       "?" if left is None else f"{left / 3600:.3f}")
     table.add_section()
     for part, (so_far, left_h) in p.parts().items():
@@ -511,7 +511,8 @@ def protocol_progress_command(
                 p = protocol_progress(protocol, model, db, data_dir=data_dir, inference=inference,
                                       model_info=model_info)
                 hours, unknown = p.hours_left()
-                table.add_row(model, f"{p.done}/{p.batches}", f"{p.hours_so_far:.2f}", f"{hours:.2f}",
+                gpu = f" ({p.gpu_done} on a GPU)" if p.gpu_done else ""
+                table.add_row(model, f"{p.done}/{p.batches}{gpu}", f"{p.hours_so_far:.2f}", f"{hours:.2f}",
                               str(unknown) if unknown else "")
                 if evaluations:
                     details.append(_evaluations_table(p))
@@ -520,9 +521,9 @@ def protocol_progress_command(
     for detail in details:
         console.print(detail)
     console.print(table)
-    console.print("hours left: each evaluation's remaining batches at its own cost per batch; one not started yet at "
+    console.print("hours so far and left are a CPU's: batches a GPU computed count as done and price nothing. "
+                  "hours left: each evaluation's remaining batches at its own cost per batch; one not started yet at "
                   "the dearer of the same evaluation's dearest cost per image on another model of the store and the "
                   "model's own quick card in --model-info (at the full budget), else at the same attack's cost per "
                   "image elsewhere in the run, else at the dearest cost per batch measured so far, or not counted "
-                  "when nothing is measured; eps* not counted. Costs are read on batches a CPU computed: batches a "
-                  "GPU computed count as done and price nothing, and s per image is a CPU's")
+                  "when nothing is measured; eps* not counted")

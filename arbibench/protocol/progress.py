@@ -85,7 +85,12 @@ class ProtocolProgress:
 
     @property
     def hours_so_far(self) -> float:
-        return sum(e.seconds for e in self.evaluations) / 3600
+        """Hours of the batches a CPU computed: the queue's clock (a GPU's batches are counted in :attr:`gpu_done`)."""
+        return sum(e.cpu_seconds for e in self.evaluations) / 3600
+
+    @property
+    def gpu_done(self) -> int:
+        return sum(e.gpu_done for e in self.evaluations)
 
     def hours_left(self) -> tuple[float, int]:
         """(projected hours, evaluations with no measured batch yet): the sum of :meth:`seconds_left`, counting the
@@ -131,7 +136,7 @@ class ProtocolProgress:
         for e, left in zip(self.evaluations, self.seconds_left(), strict=True):
             part = "sweep" if e.label.startswith("sweep") else e.label.split(":")[0]
             t = totals.setdefault(part, [0.0, 0.0])
-            t[0] += e.seconds / 3600
+            t[0] += e.cpu_seconds / 3600
             t[1] += (left or 0.0) / 3600
         return {k: (v[0], v[1]) for k, v in totals.items()}
 

@@ -169,7 +169,7 @@ def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, floa
     from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
     from arbibench.protocol.progress import protocol_progress  # start-up: as above
 
-    done = total = unknown = 0
+    done = total = unknown = gpu = 0
     hours = so_far = 0.0
     with ResultStore(path) as db:
         for run in runs:
@@ -182,11 +182,13 @@ def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, floa
                 p = protocol_progress(protocol, model, db, inference=run.inference, model_info=run.model_info)
                 done, total = done + p.done, total + p.batches
                 h, u = p.hours_left()
-                hours, unknown, so_far = hours + h, unknown + u, so_far + p.hours_so_far
+                hours, unknown, so_far = hours + h, unknown + u, so_far + p.hours_so_far  # a CPU's hours
+                gpu += p.gpu_done
     if not done:  # a shared store, but nothing of these models in it yet: their quick cards give the hours
         return f"batches 0/{total}", None, 0.0
     note = f" ({unknown} evaluations not started: not counted)" if unknown else ""
-    return f"batches {done}/{total}{note}", hours, so_far * 3600
+    on_gpu = f", {gpu} on a GPU" if gpu else ""
+    return f"batches {done}/{total}{on_gpu}{note}", hours, so_far * 3600
 
 
 def _quick_card_projection(runs: list[ProtocolRunStep]) -> tuple[float, float] | None:
