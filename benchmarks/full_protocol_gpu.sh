@@ -9,6 +9,10 @@
 #   e.g. ARBIBENCH_DATA=.devdata benchmarks/full_protocol_gpu.sh out resnet20_fp_at,resnet20_bireal_at 540 14
 # (DEVICE=cpu tries the script itself on a machine without a GPU.)
 #
+# ATTACKS=autoattack[,apgd_ce...] computes only those attacks' batches (`protocol run --only-attacks`, no card): on a
+# GPU shared by many workers AutoAttack's batches run many at once, while a sequential query attack (RayS) gains
+# nothing there and holds a worker past the time limit; leave those to the CPU queue.
+#
 # SEED=zoo_runs/carry/<job>.db.gz[,<job2>.db.gz...] starts from the rows queue jobs have carried (the run resumes
 # after them). The new rows of every model come back as OUT/rows.db.gz in the carry format. On the queue's machine,
 # `arbibench queue add-rows rows.db.gz` adds each model's rows to its unfinished job's carried copy (commit them) and
@@ -27,16 +31,16 @@ fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0), flush=True)"
-echo "cores: $(nproc); models: $models; limit: $limit s; workers: $workers"
+echo "cores: $(nproc); models: $models; limit: $limit s; workers: $workers; attacks: ${ATTACKS:-all}"
 start=$(date +%s)
 # SIGTERM ends the driver and its workers at once: the store holds whole batches only (one transaction each)
 timeout --signal=TERM --kill-after=5 "$limit" python3 -m arbibench.cli protocol run cifar10 --models "$models" \
     --device "${DEVICE:-cuda}" --store "$out/run/full_protocol.db" --model-info "$out/run/model_info" --backend processes \
-    --workers "$workers" --worker-threads 1 > "$out/run/protocol.log" 2>&1
+    --workers "$workers" --worker-threads 1 ${ATTACKS:+--only-attacks "$ATTACKS"} > "$out/run/protocol.log" 2>&1
 echo "protocol run exited with $? after $(($(date +%s) - start)) s"
 tail -c 5000 "$out/run/protocol.log"
 python3 benchmarks/store_batch_times.py "$out/run/full_protocol.db" --out "$out/batch_times.json" \
-    --setting "models=$models" --setting "workers=$workers" --setting "limit_s=$limit" \
+    --setting "models=$models" --setting "workers=$workers" --setting "limit_s=$limit" --setting "attacks=${ATTACKS:-all}" \
     --setting "machine=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores"
 python3 -c "import sys; from pathlib import Path; from arbibench.queue.carry import export_rows; \
 print(export_rows(Path(sys.argv[1]), (), Path(sys.argv[2])), 'outcome rows in rows.db.gz')" \

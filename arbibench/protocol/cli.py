@@ -91,6 +91,12 @@ def protocol_run(
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
     inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    only_attacks: str | None = typer.Option(
+        None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
+        "sweep's evaluations count as its attack's) and write no card: one run split across machines (a GPU takes "
+        "AutoAttack, a CPU the query attacks), the stores joined later (arbibench queue add-rows). A run without it "
+        "scores the whole protocol from the store.",
+    ),
 ) -> None:
     """Run a protocol over zoo models: every (model, attack) pair through the store, cards into --model-info.
 
@@ -111,6 +117,13 @@ def protocol_run(
     for note in protocol.notes:
         console.print(f"[yellow]note[/]: {note}")
     t0 = active_clock().now()
+    if only_attacks is not None:
+        if isinstance(protocol, CorruptionProtocol):
+            fail(ValueError(f"--only-attacks applies to the attack protocols; {protocol.label} has no attack"))
+        _protocol_run_attacks(protocol, names, store, only_attacks.split(","), model_dir, device, data_dir, sweep,
+                              (backend, address, workers, worker_threads), inference)
+        console.print(f"protocol {protocol.label}, {only_attacks} only, finished in {active_clock().now() - t0:.0f} s")
+        return
     if isinstance(protocol, CorruptionProtocol):
         _protocol_run_corruptions(protocol, names, store, model_info, model_dir, device, data_dir)
         console.print(f"protocol {protocol.label} finished in {active_clock().now() - t0:.0f} s")
@@ -142,6 +155,40 @@ def protocol_run(
         if (claims := claims_table(findings, protocol.dataset)) is not None:
             console.print(claims)
     console.print(f"protocol {protocol.label} finished in {active_clock().now() - t0:.0f} s")
+
+
+def _protocol_run_attacks(
+    protocol: Protocol, names: list[str], store: Path, attacks: list[str], model_dir: Path | None,
+    device: str | None, data_dir: Path | None, sweep: bool,
+    backend_options: tuple[str, str | None, int | None, int | None], inference: str,
+) -> None:
+    """``protocol run --only-attacks``: those attacks' batches into the store, a table of what it holds, no card."""
+    from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
+    from arbibench.protocol.split import check_attack_names, compute_attacks  # start-up: as above
+
+    try:
+        wanted = check_attack_names(protocol, attacks, sweep=sweep)  # before a backend starts its workers
+    except ValueError as e:
+        fail(e)
+    runner_backend = open_backend(*backend_options, model_dir)
+    try:
+        with ResultStore(store) as db:
+            shares = compute_attacks(protocol, names, db, wanted, data_dir=data_dir, model_dir=model_dir,
+                                     device=device, console=console, sweep=sweep, backend=runner_backend,
+                                     inference=inference)  # fmt: skip
+    except user_errors() as e:
+        fail(e)
+    finally:
+        if runner_backend is not None:
+            runner_backend.close()
+    table = Table(title=f"{store}: batches stored of {', '.join(wanted)}")
+    for column in ("model", "evaluation", "batches stored"):
+        table.add_column(column)
+    for share in shares:
+        table.add_row(share.model_name, share.evaluation, f"{share.batches_done}/{share.batches_total}")
+    console.print(table)
+    console.print("no card written: a card needs every attack of the protocol; run it without --only-attacks on "
+                  "the store that holds the rest (arbibench queue add-rows joins stores)")
 
 
 def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:

@@ -1,0 +1,141 @@
+"""Part of a protocol run: the store batches of some attacks only, so that one run can be split across machines.
+
+A protocol's attacks differ by orders of magnitude in what suits a machine. AutoAttack's batches are independent
+gradient work that a GPU runs many at once; a sequential query attack such as RayS is a chain of small forwards that
+a GPU shared by many workers runs no faster than a CPU does. :func:`compute_attacks` computes the batches of the named
+attacks (and the clean passes they start from) into the store and writes no card: the store's rows join the rest of
+the run elsewhere (``arbibench queue add-rows``), and ``protocol run`` without the filter scores the whole protocol
+and writes the card once every batch is stored. The eps* search is left to that run (its rounds depend on each
+other and on every attack named there).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from rich.console import Console
+
+from arbibench.evaluation.backends import Backend
+from arbibench.evaluation.batch_jobs import missing_batches
+from arbibench.evaluation.cards import checkpoint_sha256
+from arbibench.evaluation.inputs import resolve_device
+from arbibench.evaluation.plan import EvalPlan
+from arbibench.evaluation.result import format_eps
+from arbibench.evaluation.runner import execute, make_progress
+from arbibench.evaluation.store import ResultStore
+from arbibench.models.zoo import get_entry, load_model
+from arbibench.protocol.presets import Protocol
+from arbibench.protocol.run import ModelPlan, plan_model, protocol_subsets
+
+
+def protocol_attack_names(protocol: Protocol, *, sweep: bool = True) -> list[str]:
+    """Every attack a run of ``protocol`` evaluates, in the preset's order (the sweep's attack when it sweeps)."""
+    names = [spec.name for spec in protocol.attacks]
+    if sweep and protocol.sweep_eps and protocol.sweep_attack not in names:
+        names.append(protocol.sweep_attack)
+    return names
+
+
+def check_attack_names(protocol: Protocol, attacks: Sequence[str], *, sweep: bool = True) -> list[str]:
+    """``attacks`` without duplicates, or one ValueError naming the ones ``protocol`` does not evaluate."""
+    wanted = list(dict.fromkeys(a.strip() for a in attacks if a.strip()))
+    known = protocol_attack_names(protocol, sweep=sweep)
+    if not wanted:
+        raise ValueError(f"--only-attacks names no attack; name some of {protocol.label}'s: {', '.join(known)}")
+    unknown = [a for a in wanted if a not in known]
+    if unknown:
+        raise ValueError(
+            f"--only-attacks: {', '.join(unknown)} not in protocol {protocol.label}; its attacks are {', '.join(known)}"
+        )
+    return wanted
+
+
+@dataclass(frozen=True)
+class StoredShare:
+    """How much of one evaluation the store holds: the model, a label as ``protocol progress`` prints it
+    ("white-box: autoattack", "sweep eps=8/255: apgd_ce"), and store batches held of all."""
+
+    model_name: str
+    evaluation: str
+    batches_done: int
+    batches_total: int
+
+
+def _labelled_plans(model_plan: ModelPlan, attacks: Sequence[str]) -> list[tuple[str, EvalPlan]]:
+    """The model's evaluations cut down to ``attacks`` (those left with none dropped), each with its label's prefix."""
+    planned = [*model_plan.families.items(),
+               *((f"sweep eps={format_eps(p.ctx.threat.eps)}", p) for p in model_plan.sweep)]
+    cut = []
+    for prefix, plan in planned:
+        kept = tuple(a for a in plan.attacks if a.name in attacks)
+        if kept:
+            cut.append((prefix, replace(plan, attacks=kept)))
+    return cut
+
+
+def _shares(model_name: str, labelled: Sequence[tuple[str, EvalPlan]]) -> list[StoredShare]:
+    shares = []
+    for prefix, plan in labelled:
+        ctx = plan.ctx
+        n_batches = -(-len(ctx.y) // ctx.batch_size)
+        for attack in plan.attacks:
+            key = ctx.store.register(ctx.model_hash, ctx.model_name, attack.name, ctx.spec(attack))
+            done = n_batches - len(missing_batches(plan, key))
+            shares.append(StoredShare(model_name, f"{prefix}: {attack.name}", done, n_batches))
+    return shares
+
+
+def compute_attacks(
+    protocol: Protocol,
+    models: Sequence[str],
+    store: ResultStore,
+    attacks: Sequence[str],
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
+    device: str | torch.device | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+    sweep: bool = True,
+    backend: Backend | None = None,
+    inference: str = "simulation",
+) -> list[StoredShare]:
+    """Compute the store batches of ``attacks`` (names from ``protocol``) for every model in ``models``, keyed as a
+    full run of ``protocol`` keys them, and say how much of each of those evaluations the store now holds.
+
+    With a ``backend`` every model is planned first and all their batches go to it together; without one each model
+    is planned and computed in turn here. No gradient-masking check runs and no card is written: both belong to the
+    run that scores the whole protocol."""
+    wanted = check_attack_names(protocol, attacks, sweep=sweep)
+    if not models:
+        raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
+    for name in models:  # fail on a bad name before hours of work, not after
+        get_entry(name, protocol.dataset, model_dir)
+    device = resolve_device(device)
+    subsets = protocol_subsets(protocol, data_dir)
+
+    def cut(name: str) -> list[tuple[str, EvalPlan]]:
+        model_plan = plan_model(
+            load_model(name, model_dir, protocol.dataset, device=device), name, protocol, store, subsets,
+            device=device, sweep=sweep, data_dir=data_dir,
+            checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir), inference=inference,
+        )  # fmt: skip
+        return _labelled_plans(model_plan, wanted)
+
+    shares: list[StoredShare] = []
+    if backend is not None:
+        planned = {name: cut(name) for name in models}
+        with make_progress(console, progress) as bar:
+            backend.run([plan for labelled in planned.values() for _, plan in labelled], bar)
+        for name, labelled in planned.items():
+            shares += _shares(name, labelled)
+        return shares
+    for name in models:
+        labelled = cut(name)
+        for _, plan in labelled:
+            execute(plan, progress=progress, console=console, checks=False)
+        shares += _shares(name, labelled)
+    return shares
