@@ -397,6 +397,32 @@ def sweep_outcomes(
     return execute_sweep(plans, console=console, progress=progress, backend=backend)
 
 
+def check_model_names(protocol: Protocol, models: Sequence[str], model_dir: str | os.PathLike[str] | None) -> None:
+    """One ValueError for no model or a name that is not a zoo (or imported) model: before hours of work, not after."""
+    if not models:
+        raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
+    for name in models:
+        get_entry(name, protocol.dataset, model_dir)
+
+
+def plan_zoo_model(
+    name: str,
+    protocol: Protocol,
+    store: ResultStore,
+    subsets: Subsets,
+    *,
+    data_dir: str | os.PathLike[str] | None,
+    model_dir: str | os.PathLike[str] | None,
+    device: torch.device,
+    sweep: bool,
+    inference: str,
+) -> ModelPlan:
+    """:func:`plan_model` for the zoo model ``name``, loaded on ``device`` with its checkpoint's sha256."""
+    return plan_model(load_model(name, model_dir, protocol.dataset, device=device), name, protocol, store, subsets,
+                      device=device, sweep=sweep, data_dir=data_dir,
+                      checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir), inference=inference)
+
+
 def run_protocol(
     protocol: Protocol,
     models: Sequence[str],
@@ -419,16 +445,12 @@ def run_protocol(
     model is then executed (read back from the store; the eps* search, whose rounds depend on each other, goes
     through the backend too). Without one, each model is planned and executed in turn."""
     device = resolve_device(device)
-    if not models:
-        raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
-    for name in models:  # fail on a bad name before hours of work, not after
-        get_entry(name, protocol.dataset, model_dir)
+    check_model_names(protocol, models, model_dir)
     subsets = protocol_subsets(protocol, data_dir)
 
     def plan(name: str) -> ModelPlan:
-        return plan_model(load_model(name, model_dir, protocol.dataset, device=device), name, protocol, store,
-                          subsets, device=device, sweep=sweep, data_dir=data_dir,
-                          checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir), inference=inference)
+        return plan_zoo_model(name, protocol, store, subsets, data_dir=data_dir, model_dir=model_dir, device=device,
+                              sweep=sweep, inference=inference)
 
     planned: dict[str, ModelPlan] = {}
     if backend is not None:

@@ -20,15 +20,13 @@ from rich.console import Console
 
 from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.batch_jobs import missing_batches
-from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import EvalPlan
 from arbibench.evaluation.result import format_eps
 from arbibench.evaluation.runner import execute, make_progress
 from arbibench.evaluation.store import ResultStore
-from arbibench.models.zoo import get_entry, load_model
 from arbibench.protocol.presets import Protocol
-from arbibench.protocol.run import ModelPlan, plan_model, protocol_subsets
+from arbibench.protocol.run import ModelPlan, check_model_names, plan_zoo_model, protocol_subsets
 
 
 def protocol_attack_names(protocol: Protocol, *, sweep: bool = True) -> list[str]:
@@ -110,19 +108,13 @@ def compute_attacks(
     is planned and computed in turn here. No gradient-masking check runs and no card is written: both belong to the
     run that scores the whole protocol."""
     wanted = check_attack_names(protocol, attacks, sweep=sweep)
-    if not models:
-        raise ValueError("no model to evaluate: name at least one zoo model (e.g. --models resnet20_bnn)")
-    for name in models:  # fail on a bad name before hours of work, not after
-        get_entry(name, protocol.dataset, model_dir)
+    check_model_names(protocol, models, model_dir)
     device = resolve_device(device)
     subsets = protocol_subsets(protocol, data_dir)
 
     def cut(name: str) -> list[tuple[str, EvalPlan]]:
-        model_plan = plan_model(
-            load_model(name, model_dir, protocol.dataset, device=device), name, protocol, store, subsets,
-            device=device, sweep=sweep, data_dir=data_dir,
-            checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir), inference=inference,
-        )  # fmt: skip
+        model_plan = plan_zoo_model(name, protocol, store, subsets, data_dir=data_dir, model_dir=model_dir,
+                                    device=device, sweep=sweep, inference=inference)
         return _labelled_plans(model_plan, wanted)
 
     shares: list[StoredShare] = []
