@@ -2,7 +2,9 @@
 
 Shared by the backends that compute batches outside the runner (worker processes on this machine, Ray actors): the
 driver lists the missing batches of its plans (every clean pass first, since an attack batch needs its images' clean
-outcomes, then the attack batches, longest first so that no long batch starts last), cuts each batch's images out
+outcomes, then the attack batches, longest first so that no long batch starts last, and each evaluation's from its
+last batch down, so that a local run of the same store working up from the first (the machine's queue, while a lent
+GPU takes the same job) meets it once instead of computing the same batches), cuts each batch's images out
 of the plan, and names the model by zoo name and identity. A worker loads that model itself and refuses one whose
 checkpoint or weights are not the driver's: a batch computed on other weights would be stored under the wrong key.
 A :class:`BatchTask` is one batch as sent to a worker; :class:`WorkerBackend` is what the two backends share.
@@ -177,7 +179,8 @@ def clean_jobs(plans: Sequence[EvalPlan]) -> list[BatchJob]:
 
 
 def attack_jobs(plans: Sequence[EvalPlan]) -> list[BatchJob]:
-    """The missing attack batches of ``plans``, longest first; call it once their clean passes are stored."""
+    """The missing attack batches of ``plans``, longest first and each evaluation's last batch first; call it once
+    their clean passes are stored."""
     jobs: dict[tuple[str, int], BatchJob] = {}
     for plan in plans:
         ctx = plan.ctx
@@ -188,9 +191,9 @@ def attack_jobs(plans: Sequence[EvalPlan]) -> list[BatchJob]:
             if missing and clean is None:
                 clean_key = ctx.store.register(ctx.model_hash, ctx.model_name, CLEAN, ctx.spec(None))
                 clean = ctx.store.outcomes(clean_key)
-            for b in missing:
+            for b in reversed(missing):
                 jobs.setdefault((key, b), BatchJob(plan, key, attack, b, clean))
-    return sorted(jobs.values(), key=lambda j: -j.cost)
+    return sorted(jobs.values(), key=lambda j: -j.cost)  # stable: evaluations of one cost keep the plans' order
 
 
 def pending_samples(plans: Sequence[EvalPlan]) -> int:
