@@ -53,8 +53,8 @@ def check_attack_names(protocol: Protocol, attacks: Sequence[str], *, sweep: boo
 
 @dataclass(frozen=True)
 class StoredShare:
-    """How much of one evaluation the store holds: the model, a label as ``protocol progress`` prints it
-    ("white-box: autoattack", "sweep eps=8/255: apgd_ce"), and store batches held of all."""
+    """How much of one evaluation the store holds: the model, a label ("white-box: autoattack", "sweep eps=8/255:
+    apgd_ce"), and the store batches held of all."""
 
     model_name: str
     evaluation: str
