@@ -348,11 +348,16 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     from typer.testing import CliRunner
 
     from arbibench.cli import app
+    from arbibench.protocol import get_protocol
     from arbibench.protocol.projection import project_from_quick_card
 
     root = Path(__file__).resolve().parents[1]
-    # the shipped card's attack times, as a quick card (the shipped one becomes a full card once the queue runs it)
-    card = {**json.loads((root / "model_info" / "cifar10" / "Linf" / "resnet20_fp_at.json").read_text()), "quick": True}
+    # the shipped card's attack times, read as a quick card's (500 white-box and 100 black-box images): the shipped
+    # card may be a full card already, so its sizes are set to the quick preset's
+    quick = get_protocol("cifar10", quick=True)
+    card = {**json.loads((root / "model_info" / "cifar10" / "Linf" / "resnet20_fp_at.json").read_text()),
+            "quick": True, "n_examples": {"white-box": quick.n_white_box, "black-box": quick.n_black_box}}
+    assert card["n_examples"] == {"white-box": 500, "black-box": 100}
     model_info = tmp_path / "model_info"
     (model_info / "cifar10" / "Linf").mkdir(parents=True)
     (model_info / "cifar10" / "Linf" / "resnet20_fp_at.json").write_text(json.dumps(card))
