@@ -144,6 +144,41 @@ def test_the_page_says_which_white_box_verdicts_autoattack_does_not_back():
     assert "For" not in _autoattack_sentence(backed, family)  # AutoAttack backs the robust pair's verdict
 
 
+def test_the_page_reads_adversarially_trained_pairs_apart_from_the_claims():
+    from arbibench.protocol.findings_page import _trained_pair_lines, _trained_pair_sentence
+
+    rng = np.random.default_rng(9)
+    n = 2000
+    clean = np.ones(n, bool)
+
+    def white(fgsm: float, autoattack: float) -> dict[str, PairedOutcomes]:
+        return {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < fgsm,
+                                                    "autoattack": rng.random(n) < autoattack})}
+
+    # the AT BNN beats its AT twin under FGSM and loses under AutoAttack; the standard pair is not an AT pair
+    outcomes = {"resnet20_bireal_at": white(0.8, 0.1), "resnet20_fp_at": white(0.5, 0.45),
+                "resnet20_bnn": white(0.3, 0.0), "resnet20_fp": white(0.1, 0.0)}
+    twins = {"resnet20_bireal_at": "resnet20_fp_at", "resnet20_bnn": "resnet20_fp"}
+    family = twin_findings(outcomes, twins, n_boot=300)
+    columns = column_findings(outcomes, twins, n_boot=300)
+    lines = _trained_pair_lines(family, columns, None)
+    assert lines[1] == "## Adversarially trained pairs"
+    pair_lines = [x for x in lines if x.startswith("- ")]
+    assert len(pair_lines) == 1 and pair_lines[0].startswith("- `resnet20_bireal_at` against `resnet20_fp_at`:")
+    assert "AutoAttack alone less robust, -0.3" in pair_lines[0]
+    assert "Its white-box attacks disagree: more robust under fgsm; less robust under autoattack." in pair_lines[0]
+    # an earlier report's verdict is set beside each setting's
+    at_row = next(f for f in family if f.model == "resnet20_bireal_at")
+    previous = {"protocol": "cifar10 --quick", "findings": [{**at_row.to_dict(), "verdict": MORE_ROBUST}]}
+    assert f"({'cifar10 --quick'}: {MORE_ROBUST})" in _trained_pair_lines(family, columns, previous)[-1]
+    sentence = _trained_pair_sentence(family, columns)
+    assert sentence.startswith("Adversarially trained pairs, outside the paper's claims: `resnet20_bireal_at`")
+    assert sentence.endswith(f"AutoAttack alone {LESS_ROBUST}.") and "resnet20_bnn" not in sentence
+    standard_only = [f for f in family if f.model == "resnet20_bnn"]
+    assert _trained_pair_lines(standard_only, columns, None) == []
+    assert _trained_pair_sentence(standard_only, columns) == ""
+
+
 # --- on a real protocol run: resnet20_bnn against resnet20_fp on CIFAR-10 test images -------------------------------
 
 

@@ -80,8 +80,10 @@ def verdicts_from_json(payload: Mapping[str, Any]) -> list[Verdict]:
             for f in payload.get("findings", [])]
 
 
-def _standard(v: Verdict) -> bool:
-    entry = ZOO.get(v.twin)
+def standard_twin(twin: str) -> bool:
+    """Whether ``twin`` is a standard-trained zoo model: the pairs the paper's claims speak of. An unknown twin (a
+    user's own model) is not assumed to be one."""
+    entry = ZOO.get(twin)
     return entry is not None and entry.training == "standard"
 
 
@@ -98,7 +100,7 @@ def check_claims(verdicts: Iterable[Verdict], dataset: str) -> list[ClaimCheck]:
         raise ValueError(f"the paper makes claims for {', '.join(CLAIM_DATASETS)}; got dataset {dataset!r}")
     by_setting: dict[str, list[str]] = {}
     for v in verdicts:
-        if _standard(v):
+        if standard_twin(v.twin):
             by_setting.setdefault(v.setting, []).append(v.verdict)
     checks = []
     for claim, setting, expected in _DIRECTION_CLAIMS[dataset]:

@@ -20,6 +20,7 @@ from arbibench.protocol.claims import (
     ClaimCheck,
     check_claims,
     claims_markdown,
+    standard_twin,
     verdicts_from_json,
     verdicts_of,
 )
@@ -156,6 +157,53 @@ def _column_summary(rows: Sequence[TwinComparison]) -> list[str]:
     return lines
 
 
+def _trained_pairs(findings: Sequence[TwinComparison]) -> list[tuple[str, str]]:
+    """The (BNN, twin) pairs whose twin is not standard-trained (adversarially trained in the zoo), in report order."""
+    return list(dict.fromkeys((f.model, f.twin) for f in findings if not standard_twin(f.twin)))
+
+
+def _autoattack_row(per_column: Sequence[TwinComparison], pair: tuple[str, str]) -> TwinComparison | None:
+    return next((r for r in per_column if (r.model, r.twin) == pair and r.setting == WHITE_BOX
+                 and r.columns[0] == "autoattack"), None)
+
+
+def _trained_pair_lines(findings: Sequence[TwinComparison], per_column: Sequence[TwinComparison],
+                        previous: Mapping[str, Any] | None) -> list[str]:
+    """What the page says of each adversarially trained pair: every setting's verdict with its interval (beside the
+    earlier report's verdict), AutoAttack's on its own, and the white-box attacks that disagree, since there the
+    family's mean can call a BNN that the strongest attack breaks "not distinguishable"."""
+    earlier = _previous_verdicts(previous)
+    label = previous.get("protocol", "earlier report") if previous is not None else None
+    lines = []
+    for pair in _trained_pairs(findings):
+        parts = []
+        for f in (f for f in findings if (f.model, f.twin) == pair):
+            d, old = f.difference, earlier.get(_row_key(f.to_dict(), per_column=False))
+            was = f" ({label}: {old['verdict']})" if old is not None else ""
+            parts.append(f"{f.setting} {f.verdict}, {_interval(d.value, d.low, d.high)}{was}")
+        if (aa := _autoattack_row(per_column, pair)) is not None:
+            d = aa.difference
+            parts.append(f"AutoAttack alone {aa.verdict}, {_interval(d.value, d.low, d.high)}")
+        line = f"- `{pair[0]}` against `{pair[1]}`: " + "; ".join(parts) + "."
+        white = [r for r in per_column if (r.model, r.twin) == pair and r.setting == WHITE_BOX]
+        by_verdict: dict[str, list[str]] = {}
+        for r in white:
+            if r.verdict != NOT_DISTINGUISHABLE:
+                by_verdict.setdefault(r.verdict, []).append(r.columns[0])
+        if len(by_verdict) > 1:
+            line += (" Its white-box attacks disagree: " + "; ".join(f"{v} under {', '.join(cols)}"
+                                                                     for v, cols in by_verdict.items())
+                     + ". Read the strongest attack's verdict, not the family's mean.")
+        lines.append(line)
+    if not lines:
+        return []
+    return ["", "## Adversarially trained pairs", "",
+            "The paper's claims concern standard training. A BNN trained adversarially against its FP twin trained "
+            "the same way answers another question, the one asked before shipping a robust BNN: what does "
+            "binarizing cost once both networks are defended. Per pair, each setting's verdict with its interval "
+            "and AutoAttack's on its own:", "", *lines]
+
+
 def findings_markdown(
     results: Sequence[ModelEvaluation],
     findings: Sequence[TwinComparison],
@@ -205,6 +253,7 @@ def findings_markdown(
         if label is not None:
             lines.append(f"Verdicts that differ from {label}'s: {moved} of {len(findings)}.")
     lines += _claims_section(findings, protocol, previous)
+    lines += _trained_pair_lines(findings, per_column, previous)
     if per_column:
         lines += ["", _separating_columns(per_column) + " The attack-by-attack comparison is in the next section."]
         if strongest := _autoattack_sentence(per_column, findings):
@@ -271,6 +320,21 @@ def findings_readme_markdown(
         text += " " + _separating_columns(per_column)
         if strongest := _autoattack_sentence(per_column, findings, name_carried=False):
             text += " " + strongest
+    if trained := _trained_pair_sentence(findings, per_column):
+        text += " " + trained
     if left_out:
         text += f" Not complete yet: {', '.join(f'`{m}`' for m in sorted(left_out))}."
     return text
+
+
+def _trained_pair_sentence(findings: Sequence[TwinComparison], per_column: Sequence[TwinComparison]) -> str:
+    """README's line on the adversarially trained pairs: their verdicts alone, the page has the intervals."""
+    pairs = []
+    for pair in _trained_pairs(findings):
+        parts = [f"{f.setting} {f.verdict}" for f in findings if (f.model, f.twin) == pair]
+        if (aa := _autoattack_row(per_column, pair)) is not None:
+            parts.append(f"AutoAttack alone {aa.verdict}")
+        pairs.append(f"`{pair[0]}` against `{pair[1]}`: {', '.join(parts)}")
+    if not pairs:
+        return ""
+    return "Adversarially trained pairs, outside the paper's claims: " + "; ".join(pairs) + "."
