@@ -169,8 +169,10 @@ def test_the_page_reads_adversarially_trained_pairs_apart_from_the_claims():
     assert "Its white-box attacks disagree: more robust under fgsm; less robust under autoattack." in pair_lines[0]
     # an earlier report's verdict is set beside each setting's
     at_row = next(f for f in family if f.model == "resnet20_bireal_at")
-    previous = {"protocol": "cifar10 --quick", "findings": [{**at_row.to_dict(), "verdict": MORE_ROBUST}]}
-    assert f"({'cifar10 --quick'}: {MORE_ROBUST})" in _trained_pair_lines(family, columns, previous)[-1]
+    previous = {"protocol": "cifar10 (quick)", "findings": [{**at_row.to_dict(), "verdict": "moved"}]}
+    assert "], moved in cifar10 (quick); AutoAttack" in _trained_pair_lines(family, columns, previous)[-1]
+    previous["findings"] = [at_row.to_dict()]
+    assert "], the same in cifar10 (quick); AutoAttack" in _trained_pair_lines(family, columns, previous)[-1]
     sentence = _trained_pair_sentence(family, columns)
     assert sentence.startswith("Adversarially trained pairs, outside the paper's claims: `resnet20_bireal_at`")
     assert sentence.endswith(f"AutoAttack alone {LESS_ROBUST}.") and "resnet20_bnn" not in sentence

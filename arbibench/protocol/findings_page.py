@@ -179,7 +179,7 @@ def _trained_pair_lines(findings: Sequence[TwinComparison], per_column: Sequence
         parts = []
         for f in (f for f in findings if (f.model, f.twin) == pair):
             d, old = f.difference, earlier.get(_row_key(f.to_dict(), per_column=False))
-            was = f" ({label}: {old['verdict']})" if old is not None else ""
+            was = "" if old is None else f", {'the same' if old['verdict'] == f.verdict else old['verdict']} in {label}"
             parts.append(f"{f.setting} {f.verdict}, {_interval(d.value, d.low, d.high)}{was}")
         if (aa := _autoattack_row(per_column, pair)) is not None:
             d = aa.difference
