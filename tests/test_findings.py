@@ -144,6 +144,24 @@ def test_the_page_says_which_white_box_verdicts_autoattack_does_not_back():
     assert "For" not in _autoattack_sentence(backed, family)  # AutoAttack backs the robust pair's verdict
 
 
+def test_the_columns_that_separate_pairs_are_named_in_the_settings_order():
+    from arbibench.protocol.findings_page import _separating_columns
+
+    rng = np.random.default_rng(9)
+    n = 2000
+    clean = np.ones(n, bool)
+    fp = {"white-box": PairedOutcomes(clean, {a: rng.random(n) < 0.1 for a in ("fgsm", "pgd", "cw_linf")})}
+    # the first pair separates only under cw_linf, the second only under fgsm; pgd separates neither
+    first = {"white-box": PairedOutcomes(clean, {"fgsm": fp["white-box"].adversarial["fgsm"],
+                                                 "pgd": fp["white-box"].adversarial["pgd"],
+                                                 "cw_linf": rng.random(n) < 0.5})}
+    second = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.5,
+                                                  "pgd": fp["white-box"].adversarial["pgd"],
+                                                  "cw_linf": fp["white-box"].adversarial["cw_linf"]})}
+    columns = column_findings({"a": first, "b": second, "fp": fp}, {"a": "fp", "b": "fp"}, n_boot=300)
+    assert _separating_columns(columns).endswith("white-box fgsm, cw_linf (2 of 3).")
+
+
 def test_the_page_reads_adversarially_trained_pairs_apart_from_the_claims():
     from arbibench.protocol.findings_page import _trained_pair_lines, _trained_pair_sentence
 

@@ -111,8 +111,8 @@ def _separating_columns(rows: Sequence[TwinComparison]) -> str:
     parts = []
     for setting in dict.fromkeys(r.setting for r in rows):
         columns = list(dict.fromkeys(r.columns[0] for r in rows if r.setting == setting))
-        deciding = list(dict.fromkeys(r.columns[0] for r in rows
-                                      if r.setting == setting and r.verdict != NOT_DISTINGUISHABLE))
+        separated = {r.columns[0] for r in rows if r.setting == setting and r.verdict != NOT_DISTINGUISHABLE}
+        deciding = [c for c in columns if c in separated]  # the setting's own order, not the first pair's
         parts.append(f"{setting} {', '.join(deciding) or 'none'} ({len(deciding)} of {len(columns)})")
     if not parts:
         return ""
