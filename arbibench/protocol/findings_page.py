@@ -252,12 +252,14 @@ def findings_markdown(
         lines += ["", f"Verdicts: {counts}."]
         if label is not None:
             lines.append(f"Verdicts that differ from {label}'s: {moved} of {len(findings)}.")
+    if per_column:  # these read the table above, so they stand right under it
+        lines += ["", _separating_columns(per_column) + " The attack-by-attack comparison is in the section 'Each "
+                  "attack and each eps on its own' below."]
+        if strongest := _autoattack_sentence(per_column, findings):
+            lines += ["", strongest]
     lines += _claims_section(findings, protocol, previous)
     lines += _trained_pair_lines(findings, per_column, previous)
     if per_column:
-        lines += ["", _separating_columns(per_column) + " The attack-by-attack comparison is in the next section."]
-        if strongest := _autoattack_sentence(per_column, findings):
-            lines += ["", strongest]
         lines += [
             "", "## Each attack and each eps on its own", "",
             "Each row of 'Each BNN against its FP twin' averages ACC_norm over its setting's attacks (or eps "
