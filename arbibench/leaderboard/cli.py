@@ -7,6 +7,7 @@ The cards are read as JSON; which checkpoints the zoo ships comes from the pin f
 from __future__ import annotations
 
 import re
+from datetime import date as date_cls
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -110,6 +111,10 @@ def markdown(
     try:
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
             raise ValueError(f"--date {day!r}: give the date as YYYY-MM-DD")
+        try:
+            date_cls.fromisoformat(day)
+        except ValueError as e:
+            raise ValueError(f"--date {day!r} is no calendar date ({e}); give the date as YYYY-MM-DD") from None
         from arbibench.leaderboard.corruptions import load_corruption_cards  # start-up: it loads matplotlib
         from arbibench.leaderboard.deploy import (  # start-up: beside the corruption cards
             deploy_summary_markdown,

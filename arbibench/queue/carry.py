@@ -28,6 +28,7 @@ import shutil
 import sqlite3
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -140,14 +141,24 @@ def export_rows(store: Path, models: tuple[str, ...], out: Path) -> int:
     return n
 
 
+def _gunzip(copy: Path, out: Path) -> None:
+    """``copy`` unpacked to ``out``; a truncated or non-gzip copy is a ValueError naming it (gzip's EOFError would
+    reach the command line as a bare "Aborted.")."""
+    try:
+        with gzip.open(copy, "rb") as gz, open(out, "wb") as f:
+            shutil.copyfileobj(gz, f)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ValueError(f"{copy} is truncated or not a gzip'd store ({e}); copy it again from where it was "
+                         "written") from None
+
+
 def merge_rows(copy: Path, store: Path) -> int:
     """Add the rows of a gzip'd copy to the SQLite result store ``store`` (created when missing); rows the store
     already holds stay as they are. Returns the outcome rows that were new."""
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         part = Path(tmp) / "rows.db"
-        with gzip.open(copy, "rb") as gz, open(part, "wb") as f:
-            shutil.copyfileobj(gz, f)
+        _gunzip(copy, part)
         conn = sqlite3.connect(store, timeout=60)
         try:
             conn.execute("ATTACH DATABASE ? AS part", (str(part),))

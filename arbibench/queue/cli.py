@@ -67,9 +67,9 @@ def status(
 
     try:
         jobs = load_plan(plan)
+        st = QueueState.load(state)
     except USER_ERRORS as e:
         fail(e)
-    st = QueueState.load(state)
     pid = running_pid(run_dir)
     table = Table("job", "state", "steps", "progress", "hours so far", "hours left (projected)")
     total_left = 0.0

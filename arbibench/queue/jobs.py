@@ -46,6 +46,10 @@ class Job:
             raise ValueError(f"job {d.get('name')!r} has unknown fields {sorted(unknown)}")
         if not d.get("name") or not d.get("steps"):
             raise ValueError(f"every job needs a name and at least one step, got {d}")
+        # a string would be run one character at a time: steps are lists of commands, each a list of arguments
+        if not isinstance(d["steps"], list) or not all(isinstance(s, list) for s in d["steps"]):
+            raise ValueError(f"job {d['name']!r}: steps must be a list of commands, each a list of arguments "
+                             f"(e.g. [[\"arbibench\", \"zoo\", \"list\"]]), got {d['steps']!r}")
         steps = tuple(tuple(str(a) for a in s) for s in d["steps"])
         if any(not s for s in steps):
             raise ValueError(f"job {d['name']!r} has an empty step")
@@ -69,6 +73,10 @@ def load_plan(path: str | Path) -> list[Job]:
         raw = json.loads(p.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{p} is not valid JSON: {e}") from e
+    if not isinstance(raw, dict) or not isinstance(raw.get("jobs", []), list):
+        raise ValueError(f"{p}: a queue plan is a JSON object {{\"jobs\": [...]}}, got {json.dumps(raw)[:60]}")
+    if not all(isinstance(d, dict) for d in raw.get("jobs", [])):
+        raise ValueError(f"{p}: every job is a JSON object {{\"name\": ..., \"steps\": [...]}}")
     jobs = [Job.from_dict(d) for d in raw.get("jobs", [])]
     names = [j.name for j in jobs]
     dup = {n for n in names if names.count(n) > 1}
@@ -93,7 +101,14 @@ class QueueState:
         p = Path(path)
         if not p.is_file():
             return cls(p)
-        raw = json.loads(p.read_text())
+        try:
+            raw = json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{p} is not valid JSON ({e}): restore it from git (git checkout -- {p})") from e
+        fields = ("done_steps", "finished", "elapsed_s", "work_tree")
+        if not isinstance(raw, dict) or not all(isinstance(raw.get(f, {}), dict) for f in fields):
+            raise ValueError(f"{p}: not the queue's record (a JSON object of {', '.join(fields)}); restore it from "
+                             f"git (git checkout -- {p})")
         return cls(p, dict(raw.get("done_steps", {})), dict(raw.get("finished", {})), dict(raw.get("elapsed_s", {})),
                    dict(raw.get("work_tree", {})))
 
