@@ -306,7 +306,7 @@ class APGD(Attack):
             if s.idx.numel() == 0:
                 break
             cur, x0s = s.cur, s.x0
-            eta = _per_sample_view(s.eta, cur)
+            eta = _per_sample_view(s.eta.clamp_min(threat.min_step), cur)
             z = threat.project(cur + eta * threat.step_direction(s.grad), x0s)
             a = 1.0 if k == 0 else MOMENTUM
             new = threat.project(cur + a * (z - cur) + (1.0 - a) * (cur - s.prev), x0s)

@@ -246,9 +246,12 @@ class Attack:
         out = self.run_output(model, x, y, threat, generator)
         if isinstance(model, nn.Module) and [m.training for m in model.modules()] != modes:
             raise RuntimeError(f"attack {self.name!r} changed the model's train/eval mode; attacks must not")
+        # on a grid, what an attack returned off it (a minimum-norm attack's own point) is rounded onto it; the
+        # verification below still refuses anything the rounding could not fix
+        out = replace(out, x_adv=threat.round_to_grid(out.x_adv.detach(), x))
         threat.verify(out.x_adv, x)
         _check_output(self, out, x.shape[0])
-        return replace(out, x_adv=out.x_adv.detach())
+        return out
 
     def run(
         self,

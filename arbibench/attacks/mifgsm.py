@@ -77,7 +77,7 @@ class MIFGSM(Attack):
     ) -> torch.Tensor:
         cfg = self.config
         loss_fn = get_loss(cfg.loss, cfg.loss_temperature)
-        alpha = threat.eps / cfg.steps
+        alpha = max(threat.eps / cfg.steps, threat.min_step)
         x_adv = x.clone()
         idx = torch.arange(x.shape[0], device=x.device)
         cur, x0, yi = x, x, y

@@ -76,7 +76,7 @@ class NES(BlackBoxAttack):
         n = x.shape[0]
         dev = x.device
         half = cfg.samples // 2
-        step = cfg.rel_stepsize * threat.eps
+        step = max(cfg.rel_stepsize * threat.eps, threat.min_step)
         x_cur = x.clone()
         grad = torch.zeros_like(x)
         fooled = ((yield from oracle.query_scores(x_cur, torch.arange(n))).argmax(dim=1) != y).cpu()

@@ -104,7 +104,7 @@ class PGD(Attack):
                     idx, cur, grad, x0, yi = idx[keep], cur[keep], grad[keep], x0[keep], yi[keep]
                     if idx.numel() == 0:
                         break
-                alpha = step * cfg.step_factor(k)
+                alpha = max(step * cfg.step_factor(k), threat.min_step)
                 cur = threat.project(cur + alpha * threat.step_direction(grad), x0)
             if idx.numel():
                 x_adv[idx] = cur  # adversarial or not, the last iterate

@@ -222,7 +222,7 @@ class QueryModel:
         dist = self.threat.distance(x.detach().double(), self.x0[idx.to(dev)].double()).cpu()
         flat = x.detach().reshape(x.shape[0], -1)
         in_box = ((flat >= -1e-6) & (flat <= 1.0 + 1e-6)).all(dim=1).cpu()  # what ThreatModel.verify accepts
-        within = (dist <= self.threat.eps + 1e-6) & in_box
+        within = (dist <= self.threat.eps + 1e-6) & in_box & self.threat.on_grid(x).cpu()
         hit = fooled & within & (self.success_queries[idx] < 0)
         if bool(hit.any()) and self._model is not self.reference:
             logits, hit = self._confirm(x, idx, logits, hit)
@@ -302,7 +302,7 @@ class BlackBoxAttack(Attack):
         self, oracle: QueryModel, x: torch.Tensor, y: torch.Tensor, threat: ThreatModel, generator: torch.Generator
     ) -> QuerySteps:
         found: list[torch.Tensor] = []  # a decision-based attack's min_distance, reported through the list
-        x_adv = yield from self.steps(oracle, x, y, threat, generator, found)
+        x_adv = threat.round_to_grid((yield from self.steps(oracle, x, y, threat, generator, found)), x)
         fooled_within = oracle.success_queries >= 0
         min_distance = found[0] if found else torch.where(
             fooled_within, threat.distance(x_adv, x).cpu().double(), torch.inf

@@ -4,6 +4,11 @@ A threat model is the set of allowed adversarial inputs: images in [0, 1] within
 norm. It supplies the four pieces of geometry a gradient attack needs (``distance``, ``project``, ``random_start``,
 ``step_direction``) and the check that decides whether a result may be counted at all (``verify``).
 
+A threat model also names the input ``grid``: ``float`` (any real pixel value, as always) or ``uint8``, the 8-bit
+images a camera, a PNG file and a deployed network's first layer see. On ``uint8`` every allowed input lies on the
+k/255 grid: ``project`` rounds onto it without leaving the eps box, so every attack that projects stays on it, and
+``verify`` refuses a pixel off it as it refuses one beyond eps.
+
 All methods are per sample: the batch dimension comes first and every other dimension is flattened into one vector.
 """
 
@@ -20,9 +25,19 @@ import torch
 # can push the true distance a hair over eps, and verify() must never reject what project() produced.
 _L2_RADIUS_MARGIN = 1e-5
 
+#: The input grids: real-valued pixels, or 8-bit pixels k/255.
+FLOAT, UINT8 = "float", "uint8"
+GRIDS = (FLOAT, UINT8)
+_GRID_LEVELS = {UINT8: 255}
+# How far (in grid levels) a float32 pixel k/255 may sit from k after widening and scaling: a few float32 ulps.
+_GRID_TOL = 1e-3
+# Slack when counting the whole levels eps spans, so that eps = 8/255 written in float allows exactly 8 levels.
+_LEVEL_SLACK = 1e-6
+
 
 class ThreatModelViolation(ValueError):  # noqa: N818 - the field's word for it; the public API name
-    """An adversarial batch left the threat model (too far, outside [0, 1] or non-finite): never count it."""
+    """An adversarial batch left the threat model (too far, outside [0, 1], off its grid or non-finite): never count
+    it."""
 
 
 def _per_sample(t: torch.Tensor) -> torch.Tensor:
@@ -42,9 +57,10 @@ def _check_generator(generator: torch.Generator) -> None:
 
 @dataclass(frozen=True)
 class ThreatModel(ABC):
-    """An eps-ball in one norm, intersected with the image box [0, 1]."""
+    """An eps-ball in one norm, intersected with the image box [0, 1] and, on ``grid="uint8"``, with the k/255 grid."""
 
     eps: float
+    grid: str = FLOAT
     norm: ClassVar[str] = ""
     max_eps: ClassVar[float] = math.inf
 
@@ -62,14 +78,59 @@ class ThreatModel(ABC):
                 "any image at all. Did you mean eps/255 (e.g. '8/255')?"
             )
         object.__setattr__(self, "eps", eps)
+        if self.grid not in GRIDS:
+            raise ValueError(f"grid must be one of {', '.join(GRIDS)}, got {self.grid!r}")
+        if self.grid != FLOAT and self.norm != "Linf":
+            raise ValueError(
+                f"grid {self.grid!r} is defined for the Linf threat model only (an {self.norm} step spread over every "
+                "pixel is far below one grey level); use Linf, or grid 'float'"
+            )
+
+    @property
+    def levels(self) -> int | None:
+        """Grid levels above 0 (255 on ``uint8``: pixels k/255); None for float pixels."""
+        return _GRID_LEVELS.get(self.grid)
+
+    @property
+    def min_step(self) -> float:
+        """The shortest step an iterative attack should take: 0 in float, one level on a grid (a shorter step from a
+        grid point is rounded back onto it, so the attack would never move)."""
+        return 0.0 if self.levels is None else 1.0 / self.levels
 
     @abstractmethod
     def distance(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Per-sample norm of ``x_adv - x``, shape [N]."""
 
     @abstractmethod
+    def project_ball(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Closest-enough point of the eps-ball around ``x`` intersected with [0, 1] (float pixels)."""
+
     def project(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Closest-enough point of the eps-ball around ``x`` intersected with [0, 1]."""
+        """Closest-enough point of the threat model: the eps-ball around ``x`` in [0, 1], then onto the grid."""
+        return self.round_to_grid(self.project_ball(x_adv, x), x)
+
+    def round_to_grid(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``x_adv`` with every pixel rounded to the nearest grid level that stays within eps of ``x`` and in [0, 1]
+        (``x`` itself on the grid); unchanged on float pixels.
+
+        The box is counted in whole levels (``floor(eps * 255)``), so rounding never leaves it: below one level the
+        only allowed image is ``x`` itself."""
+        n = self.levels
+        if n is None:
+            return x_adv
+        reach = math.floor(self.eps * n + _LEVEL_SLACK)
+        base = torch.round(x * n)
+        k = torch.round(x_adv * n)
+        k = torch.minimum(torch.maximum(k, base - reach), base + reach).clamp(0, n)
+        return (k / n).to(x_adv.dtype)
+
+    def on_grid(self, x: torch.Tensor) -> torch.Tensor:
+        """Per sample, whether every pixel of ``x`` lies on the grid (always True on float pixels); shape [N]."""
+        n = self.levels
+        if n is None:
+            return torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
+        scaled = _per_sample(x.detach().double()) * n
+        return ((scaled - torch.round(scaled)).abs() <= _GRID_TOL).all(dim=1)
 
     @abstractmethod
     def random_start(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -80,7 +141,8 @@ class ThreatModel(ABC):
         """Steepest-ascent direction of unit size in this norm's dual sense (zero where the gradient is zero)."""
 
     def verify(self, x_adv: torch.Tensor, x: torch.Tensor, tol: float = 1e-6) -> None:
-        """Raise :class:`ThreatModelViolation` unless every sample is finite, in [0, 1] and within eps (+ tol).
+        """Raise :class:`ThreatModelViolation` unless every sample is finite, in [0, 1], within eps (+ tol) and on
+        the grid.
 
         Distances are measured in float64 on CPU so that the check itself adds no rounding of its own.
         """
@@ -100,17 +162,20 @@ class ThreatModel(ABC):
         out_of_box = ((a_safe < -tol) | (a_safe > 1.0 + tol)).any(dim=1) & ~nonfinite
         dist = self.distance(a_safe, o)
         too_far = (dist > self.eps + tol) & ~nonfinite
-        bad = nonfinite | out_of_box | too_far
+        off_grid = ~self.on_grid(a_safe) & ~nonfinite
+        bad = nonfinite | out_of_box | too_far | off_grid
         n_bad = int(bad.sum())
         if n_bad == 0:
             return
         worst = float(dist[~nonfinite].max()) if bool((~nonfinite).any()) else math.nan
         lo = float(a_safe.min())
         hi = float(a_safe.max())
+        grid = f", {int(off_grid.sum())} off the {self.grid} grid" if self.levels is not None else ""
         raise ThreatModelViolation(
             f"{n_bad} of {n} samples violate the {self.norm} threat model with eps={self.eps:.6g} (tol {tol:g}): "
             f"{int(nonfinite.sum())} non-finite, {int(out_of_box.sum())} outside [0, 1] (values span "
-            f"[{lo:.6g}, {hi:.6g}]), {int(too_far.sum())} farther than eps; worst {self.norm} distance {worst:.6g}."
+            f"[{lo:.6g}, {hi:.6g}]), {int(too_far.sum())} farther than eps{grid}; worst {self.norm} distance "
+            f"{worst:.6g}."
         )
 
 
@@ -124,7 +189,7 @@ class Linf(ThreatModel):
     def distance(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return _per_sample(x_adv - x).abs().amax(dim=1)
 
-    def project(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def project_ball(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         # Clamping to the box after the ball only moves pixels towards x (which lies in [0, 1]): stays in the ball.
         return torch.minimum(torch.maximum(x_adv, x - self.eps), x + self.eps).clamp(0.0, 1.0)
 
@@ -148,7 +213,7 @@ class L2(ThreatModel):
         norms: torch.Tensor = torch.linalg.vector_norm(_per_sample(x_adv - x), dim=1)
         return norms
 
-    def project(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def project_ball(self, x_adv: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         delta = x_adv - x
         norms = self.distance(x_adv, x)
         radius = self.eps * (1.0 - _L2_RADIUS_MARGIN)
@@ -180,13 +245,13 @@ class L2(ThreatModel):
 THREAT_MODELS: dict[str, type[ThreatModel]] = {"linf": Linf, "l2": L2}
 
 
-def get_threat_model(name: str, eps: float) -> ThreatModel:
-    """Threat model by norm name ("Linf", "L2", any case)."""
+def get_threat_model(name: str, eps: float, grid: str = FLOAT) -> ThreatModel:
+    """Threat model by norm name ("Linf", "L2", any case) on the input ``grid`` ("float" or "uint8")."""
     cls = THREAT_MODELS.get(str(name).lower())
     if cls is None:
         known = ", ".join(c.norm for c in THREAT_MODELS.values())
         raise ValueError(f"unknown threat model {name!r}; known: {known}")
-    return cls(eps)
+    return cls(eps, grid)
 
 
 def parse_eps(text: str) -> float:
