@@ -24,11 +24,14 @@ if TYPE_CHECKING:
     from arbibench.evaluation.model_import import import_checkpoint
     from arbibench.evaluation.result import BenchmarkResult
     from arbibench.models.zoo import load_model
+    from arbibench.verify.certify import CertificationResult, certify
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
     "BenchmarkResult": "arbibench.evaluation.result",
+    "CertificationResult": "arbibench.verify.certify",
     "benchmark": "arbibench.evaluation.benchmark",
+    "certify": "arbibench.verify.certify",
     "clean_accuracy": "arbibench.evaluation.inputs",
     "import_checkpoint": "arbibench.evaluation.model_import",
     "load_cifar10": "arbibench.data",
@@ -39,7 +42,9 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "__version__",
     "BenchmarkResult",
+    "CertificationResult",
     "benchmark",
+    "certify",
     "clean_accuracy",
     "import_checkpoint",
     "load_cifar10",

@@ -1,6 +1,6 @@
 """The ``arbibench`` command line: wiring only. Each package owns its commands in its own ``cli.py`` (train and
-recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard, queue); this module names
-them and adds them.
+recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard, verify, queue); this module
+names them and adds them.
 
 A command's module is imported only when that command runs or shows its help: ``arbibench --help`` lists the
 commands from the table below and imports none of them, so it answers without the seconds ``import torch`` takes
@@ -55,6 +55,9 @@ COMMANDS: dict[str, CommandEntry] = {
     "leaderboard": CommandEntry(
         "arbibench.leaderboard.cli", "leaderboard_app",
         "The leaderboard site and markdown: build them from model cards, serve the site locally."),
+    "verify": CommandEntry(
+        "arbibench.verify.cli", "verify",
+        "Certify Linf robustness per image: sound bounds through the exact signs, then a bounded branch-and-bound."),
     "queue": CommandEntry(
         "arbibench.queue.cli", "queue_app",
         "The machine's one queue of long jobs (zoo training, full-protocol cards): one job at a time, resumable, "
