@@ -199,6 +199,9 @@ class ModelCard:
     # the network whose answers count (clean pass, black-box queries, every verified example): "simulation", the
     # float model, or "deployed", the bit-packed network of a BNN; cards without the field measured the simulation
     inference: str | None = _field("text", omit_none=True)
+    # the input grid of every adversarial example: "uint8" (pixels k/255, what a camera, a PNG file and a deployed
+    # network's first layer see); cards without the field measured float inputs
+    grid: str | None = _field("text", omit_none=True)
     protocol: str | None = _field("text")
     quick: bool | None = _field("flag")
     clean_acc_by_family: dict[str, float] | None = _field("map", of="percent", omit_none=True)

@@ -12,6 +12,7 @@ from rich.console import Console
 from torch import nn
 
 from arbibench.attacks import Attack, AutoAttack, canonical_name, get_threat_model
+from arbibench.attacks.threat import FLOAT
 from arbibench.data.datasets import check_dataset, load_dataset
 from arbibench.evaluation.backend_registry import get_backend
 from arbibench.evaluation.backends import Backend
@@ -69,6 +70,7 @@ def benchmark(
     eps_star_rounds: int = 6,
     backend: str | Backend | None = None,
     inference: str = "simulation",
+    grid: str = "float",
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
 
@@ -88,9 +90,15 @@ def benchmark(
     ``inference="deployed"`` lets the deployed bit-packed network of a BNN (:mod:`arbibench.deploy`) answer the clean
     pass and every black-box query and decide every outcome; white-box attacks take their gradients on the float
     simulation. The inference is part of every store key and of the card.
+    ``grid="uint8"`` puts every adversarial example on the k/255 grid of 8-bit images (Linf only; the images must be
+    8-bit, as CIFAR-10's are): the grid is part of every attack's store key and of the card, whose file goes to a
+    ``uint8/`` folder beside the float card.
     """
     check_dataset(dataset)
-    threat = get_threat_model(threat_model, eps)
+    threat = get_threat_model(threat_model, eps, grid)
+    if threat.grid != FLOAT and eps_star:
+        raise ValueError(f"eps* is searched on float inputs only, not on the {grid} grid yet: leave eps_star empty "
+                         "(--eps-star) or use grid 'float'")
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
     attacks = attack_list(attacks)  # before any work: an empty list creates no store
     for a in attacks:  # and an unknown name is one error before the data are read
@@ -131,6 +139,7 @@ def benchmark(
         min_perturbation=min_perturbation,
         checkpoint_sha256=sha256,
         inference=inference,
+        grid=threat.grid,
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
             for a in plan.attacks
@@ -138,5 +147,8 @@ def benchmark(
         ],
     )
     if to_disk:
-        write_card(result.to_card(), card_path(model_info, dataset, threat.norm, name))
+        path = card_path(model_info, dataset, threat.norm, name)
+        if threat.grid != FLOAT:  # beside the float card, never in its place or its ranking
+            path = path.parent / threat.grid / path.name
+        write_card(result.to_card(), path)
     return result

@@ -24,6 +24,9 @@ ADDRESS_HELP = ("--backend ray: the cluster's head, host:port or 'auto' (default
 INFERENCE_HELP = ("simulation: the float model answers everything (as always); deployed: the bit-packed network of a "
                   "BNN (arbibench.deploy) answers the clean pass and every black-box query and decides every outcome, "
                   "white-box attacks taking their gradients on the simulation. Part of the store key and the card.")
+GRID_HELP = ("float: any pixel value (as always); uint8: every adversarial example on the k/255 grid of 8-bit images "
+             "inside the eps box, what a camera, a PNG file and a deployed network's first layer see (Linf only). Part "
+             "of the store key and the card.")
 WORKERS_HELP = ("--backend processes or ray: worker processes or actors (default: this machine's or the cluster's "
                 "CPUs / --worker-threads).")
 WORKER_THREADS_HELP = ("--backend processes or ray: torch threads per worker (default: this process's, as a local run "
@@ -95,6 +98,7 @@ def eval_(
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
     inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    grid: str = typer.Option("float", help=GRID_HELP),
 ) -> None:
     """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.
 
@@ -133,6 +137,7 @@ def eval_(
             eps_star_rounds=eps_star_rounds,
             backend=runner_backend,
             inference=inference,
+            grid=grid,
         )
     except user_errors() as e:
         fail(e)

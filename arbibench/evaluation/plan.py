@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from arbibench.attacks import Attack, ThreatModel
+from arbibench.attacks.threat import FLOAT
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
 from arbibench.evaluation.store import ResultStore, hash_indices, hash_json, hash_model
@@ -71,13 +72,16 @@ class EvaluationContext:
             base["inference"] = self.inference
         if attack is None:
             return {**base, "attack": CLEAN}
-        return {
+        spec: dict[str, Any] = {
             **base,
             "attack": attack.config_dict(),
             "threat_model": self.threat.norm,
             "eps": self.threat.eps,
             "seed": self.seed,
         }
+        if self.threat.grid != FLOAT:  # float keys stay those of every earlier store
+            spec["grid"] = self.threat.grid
+        return spec
 
     def store_key(self, attack: Attack | None) -> str:
         """The key the store files ``attack`` (None: the clean pass) under, computed without writing to it."""
@@ -122,6 +126,7 @@ def plan_evaluation(
 ) -> EvalPlan:
     """Check the inputs and the model and plan the evaluation (the store keys follow from the plan)."""
     check_images(x, y)
+    check_grid(x, threat)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
@@ -139,6 +144,16 @@ def plan_evaluation(
                             seed, batch_size, dev, store, pool, inference=inference,
                             oracle=deployed_oracle(model, inference, model_name))
     return EvalPlan(ctx, attack_objs, flags)
+
+
+def check_grid(x: torch.Tensor, threat: ThreatModel) -> None:
+    """On a grid, the clean images must lie on it: the eps box is counted in whole levels from them."""
+    off = int((~threat.on_grid(x)).sum()) if threat.grid != FLOAT else 0
+    if off:
+        raise ValueError(
+            f"grid {threat.grid}: {off} of {len(x)} images have pixels off the k/255 grid (resized or re-encoded "
+            "data), so no 8-bit attacker sees them; evaluate them with grid 'float', or round them to 8 bits first"
+        )
 
 
 def deployed_oracle(model: nn.Module, inference: str, model_name: str) -> nn.Module | None:

@@ -72,6 +72,7 @@ class BenchmarkResult:
     min_perturbation: MinimalPerturbation | None = None  # eps* per image, when benchmark() was asked for it
     checkpoint_sha256: str | None = None  # of the checkpoint file measured (a zoo model loaded by name)
     inference: str = "simulation"  # or "deployed": the network whose answers count (arbibench.evaluation.plan)
+    grid: str = "float"  # or "uint8": every adversarial example on the k/255 grid (arbibench.attacks.threat)
 
     @property
     def clean_acc(self) -> float:
@@ -101,6 +102,7 @@ class BenchmarkResult:
             "threat_model": self.threat_model,
             "eps": self.eps,
             "eps_text": format_eps(self.eps),
+            "grid": self.grid,
             "subset": self.subset,
             "seed": self.seed,
             "n_examples": int(len(self.indices)),
@@ -136,6 +138,7 @@ class BenchmarkResult:
         return ModelCard(
             **model_identity(self.model_name, self.dataset, self.checkpoint_sha256),
             inference=self.inference,
+            grid=None if self.grid == "float" else self.grid,
             eps=self.eps,
             eps_text=format_eps(self.eps),
             threat_model=self.threat_model,
@@ -164,6 +167,8 @@ class BenchmarkResult:
     def table(self) -> Table:
         r = self.report
         title = f"{self.model_name} — {self.dataset}, {self.subset}, {self.threat_model} eps={format_eps(self.eps)}"
+        if self.grid != "float":
+            title += f" on the {self.grid} grid"
         t = Table(title=title, title_justify="left")
         t.add_column("attack")
         t.add_column("accuracy", justify="right")

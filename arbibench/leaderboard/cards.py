@@ -68,10 +68,10 @@ def card_files(model_info: Path) -> list[Path]:
 
 def ranked_card(d: dict[str, object]) -> bool:
     """Whether a decoded card belongs on an attack leaderboard: not a corruptions card, not a deploy check, and
-    measured on the simulation (a protocol run with ``--inference deployed`` writes its cards beside them, in a
-    ``deployed/`` folder, so the simulation and the deployed network of one model never share a ranking)."""
+    measured on the simulation with float inputs (a protocol run with ``--inference deployed`` or ``--grid uint8``
+    writes its cards beside them, in a ``deployed/`` or ``uint8/`` folder, so they never share a ranking)."""
     return (d.get("threat_model") != CORRUPTIONS_THREAT and d.get("kind") != "deploy_check"
-            and d.get("inference", "simulation") == "simulation")
+            and d.get("inference", "simulation") == "simulation" and d.get("grid", "float") == "float")
 
 
 def load_cards(model_info: Path) -> list[ModelCard]:

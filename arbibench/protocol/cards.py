@@ -48,6 +48,7 @@ def protocol_card(result: ModelEvaluation) -> ModelCard:
     return ModelCard(
         **model_identity(result.model_name, p.dataset, result.checkpoint_sha256),
         inference=result.inference,
+        grid=None if p.grid == "float" else p.grid,
         eps=p.eps,
         eps_text=p.eps_text,
         threat_model=p.threat_model,
@@ -89,9 +90,12 @@ def write_protocol_card(
     if result.inference != "simulation":  # beside the simulation's card, never in its place or its ranking
         path = path.parent / result.inference / path.name
         path.parent.mkdir(parents=True, exist_ok=True)
+    if p.grid != "float":  # likewise beside the float card
+        path = path.parent / p.grid / path.name
+        path.parent.mkdir(parents=True, exist_ok=True)
     if model is not None:
         x, y, _ = load_dataset(p.dataset, 32, data_dir, None)
-        examples = save_examples(model, x, y, EXAMPLES_ATTACK, get_threat_model(p.threat_model, p.eps),
+        examples = save_examples(model, x, y, EXAMPLES_ATTACK, get_threat_model(p.threat_model, p.eps, p.grid),
                                  path.with_name(f"{result.model_name}_examples.npz"), device=device)
         card = replace(card, examples=examples)
     return write_card(card, path)

@@ -16,6 +16,7 @@ from arbibench.clock import active_clock
 from arbibench.evaluation.cli import (
     ADDRESS_HELP,
     BACKEND_HELP,
+    GRID_HELP,
     INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
@@ -91,6 +92,7 @@ def protocol_run(
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
     inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    grid: str = typer.Option("float", help=f"{GRID_HELP} No eps* search on the grid; its cards go to a uint8/ folder."),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
         "sweep's evaluations count as its attack's) and write no card: one run split across machines (a GPU takes "
@@ -110,7 +112,7 @@ def protocol_run(
     from arbibench.protocol.report import claims_table, findings_table, model_table, summary_table  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
-    protocol = _protocol(name, quick, demo)
+    protocol = _on_grid(_protocol(name, quick, demo), grid)
     names = _protocol_models(models, protocol.dataset, model_dir)
     noun = "model" if len(names) == 1 else "models"
     console.print(f"protocol {protocol.label} on {len(names)} {noun}: {', '.join(names)}")
@@ -189,6 +191,20 @@ def _protocol_run_attacks(
     console.print(table)
     console.print("no card written: a card needs every attack of the protocol; run it without --only-attacks on "
                   "the store that holds the rest (arbibench queue add-rows joins stores)")
+
+
+def _on_grid(protocol: Protocol | CorruptionProtocol, grid: str) -> Protocol | CorruptionProtocol:
+    """``--grid``: the attack protocol on that input grid; refused for what cannot have one."""
+    from arbibench.protocol.presets import CorruptionProtocol, on_grid  # start-up: the presets load torch
+
+    if grid == "float":
+        return protocol
+    if isinstance(protocol, CorruptionProtocol):
+        fail(ValueError(f"--grid {grid} applies to the attack protocols; {protocol.label} has no attack"))
+    try:
+        return on_grid(protocol, grid)
+    except ValueError as e:
+        fail(ValueError(f"--grid {grid}: {e}"))
 
 
 def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:
@@ -451,6 +467,70 @@ def sweep(
         console.print(f"updated {write_card(card, path)}")
 
 
+
+
+@protocol_app.command("grid-check")
+def protocol_grid_check(
+    models: str = typer.Option("resnet20_bnn,resnet20_fp", help="Comma-separated zoo models."),
+    n_examples: int = typer.Option(300, "--n-examples", "-n", min=1, help="The first N test images."),
+    attack: str = typer.Option("apgd_ce", help="The attack, run in float and on the grid: NAME or NAME(param=...)."),
+    eps: str = typer.Option("1/255,2/255,4/255,8/255", help="Comma-separated Linf budgets."),
+    dataset: str = typer.Option("cifar10", help="A dataset of 8-bit images (cifar10)."),
+    seed: int = typer.Option(0, help="Seed of the attack's random starts (the same for float and the grid)."),
+    batch_size: int = typer.Option(200, min=1, help="Images per batch (as eval's, so the float column matches it)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write every number as JSON to this file."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+    model_dir: Path | None = typer.Option(None, help="Checkpoint folder of models you brought or imported."),
+) -> None:
+    """Does robustness measured on float inputs hold on 8-bit images? Per model and eps: ACC* in float and on the
+    uint8 grid with the paired difference, and the share of float adversarial examples that survive rounding to 8
+    bits (arbibench.protocol.grid_check)."""
+    from arbibench.attacks import attacks_from_spec, get_threat_model, parse_eps  # start-up: loads torch
+    from arbibench.attacks.threat import UINT8  # start-up: as above
+    from arbibench.files import atomic_write_json  # start-up: --help stays light
+    from arbibench.protocol.grid_check import run_grid_check  # start-up: as above
+
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    eps_values = [e.strip() for e in eps.split(",") if e.strip()]
+    try:  # no model, a misspelt attack or eps: refused before any model is loaded
+        if not names:
+            raise ValueError(f"--models {models!r} names no model; pass zoo names, e.g. --models resnet20_bnn")
+        attack_objs = attacks_from_spec(attack)
+        if len(attack_objs) != 1:
+            raise ValueError(f"--attack {attack!r} names {len(attack_objs)} attacks; name one")
+        if not eps_values:
+            raise ValueError(f"--eps {eps!r} names no budget; pass e.g. --eps 1/255,8/255")
+        for e in eps_values:
+            get_threat_model("Linf", parse_eps(e), UINT8)
+    except ValueError as e:
+        fail(e)
+    checks = []
+    for name in names:
+        try:
+            check = run_grid_check(name, dataset=dataset, n_examples=n_examples, attack=attack_objs[0],
+                                   eps_values=eps_values, seed=seed, batch_size=batch_size, device=device,
+                                   data_dir=data_dir, model_dir=model_dir)
+        except user_errors() as e:
+            fail(e)
+        console.print(_grid_table(check))
+        checks.append(check.to_dict())
+    if json_out is not None:
+        console.print(f"wrote {atomic_write_json({'kind': 'grid_check', 'checks': checks}, json_out)}")
+
+
+def _grid_table(check: Any) -> Table:
+    """One model's grid check as a table: percentages with their 95% intervals."""
+    def pct(e: Any) -> str:
+        return f"{100 * e.value:.1f} [{100 * e.low:.1f}, {100 * e.high:.1f}]"
+
+    table = Table("eps", "ACC* float", "ACC* uint8 grid", "grid - float (paired)", "float examples surviving",
+                  title=f"{check.model_name}: {check.attack['name']} on the first {check.n_images} {check.dataset} "
+                  f"test images, clean {100 * check.clean_acc.value:.1f}%", title_justify="left")
+    for r in check.rows:
+        survival = "-" if r.survival is None else f"{r.survived}/{r.float_fooled} = {pct(r.survival)}"
+        table.add_row(r.eps_text, pct(r.acc_float), pct(r.acc_grid), pct(r.difference), survival)
+    return table
 
 
 @protocol_app.command("deploy-check")

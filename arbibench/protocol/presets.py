@@ -19,7 +19,7 @@ from typing import Any
 
 from arbibench.attacks import BLACK_BOX as BLACK_BOX  # re-exported: the protocol's two attack families
 from arbibench.attacks import WHITE_BOX as WHITE_BOX
-from arbibench.attacks import get_attack
+from arbibench.attacks import get_attack, get_threat_model
 from arbibench.data.cifar10c import CORRUPTIONS
 
 FAMILIES = (WHITE_BOX, BLACK_BOX)  # the protocol's two groups: score-, decision-based and transfer are black-box
@@ -72,6 +72,7 @@ class Protocol:
     quick: bool = False
     demo: bool = False  # the few-minute first look of ``make demo`` (also ``quick``: a laptop variant)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    grid: str = "float"  # or "uint8": every adversarial example on the k/255 grid (see on_grid)
 
     @property
     def white_box(self) -> tuple[AttackSpec, ...]:
@@ -84,14 +85,24 @@ class Protocol:
     @property
     def label(self) -> str:
         """The preset's name as printed on every output (``cifar10 (quick)`` for the laptop variant)."""
-        if self.demo:
-            return f"{self.name} (demo)"
-        return f"{self.name} (quick)" if self.quick else self.name
+        label = f"{self.name} (demo)" if self.demo else f"{self.name} (quick)" if self.quick else self.name
+        return label if self.grid == "float" else f"{label} on the {self.grid} grid"
 
     def subset_text(self, family: str) -> str:
         if family == WHITE_BOX:
             return "the whole test set" if self.n_white_box is None else f"the first {self.n_white_box} test images"
         return f"{self.n_black_box} images drawn with seed {self.subset_seed} from the white-box images"
+
+
+def on_grid(protocol: Protocol, grid: str) -> Protocol:
+    """``protocol`` with every adversarial example on the input ``grid`` ("float": unchanged; "uint8": the k/255
+    grid of 8-bit images, Linf only). eps* is searched on float inputs only, so a grid run leaves it out, and says so.
+    """
+    get_threat_model(protocol.threat_model, protocol.eps, grid)  # a grid the threat model cannot have: one error
+    if grid == "float":
+        return protocol
+    note = f"{grid} grid: every adversarial example on the k/255 grid inside the eps box; eps* not searched"
+    return replace(protocol, grid=grid, eps_star_attacks=(), notes=(*protocol.notes, note))
 
 
 def _eps_value(text: str) -> float:
@@ -283,7 +294,8 @@ def describe(protocol: Protocol | CorruptionProtocol) -> list[tuple[str, str]]:
     rows = [
         ("protocol", protocol.label),
         ("dataset", protocol.dataset),
-        ("threat model", f"{protocol.threat_model}, eps = {protocol.eps_text} ({protocol.eps:.6f})"),
+        ("threat model", f"{protocol.threat_model}, eps = {protocol.eps_text} ({protocol.eps:.6f})"
+         + ("" if protocol.grid == "float" else f", on the {protocol.grid} grid")),
         ("white-box images", protocol.subset_text(WHITE_BOX)),
         ("black-box images", protocol.subset_text(BLACK_BOX)),
         ("attack seed", str(protocol.seed)),

@@ -144,7 +144,7 @@ def plan_model(
     inference: str = "simulation",
 ) -> ModelPlan:
     """Plan every evaluation of ``model`` under ``protocol`` (inputs and model checked once, store keys fixed)."""
-    threat = get_threat_model(protocol.threat_model, protocol.eps)
+    threat = get_threat_model(protocol.threat_model, protocol.eps, protocol.grid)
     families = {}
     for family in FAMILIES:
         specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
@@ -161,7 +161,7 @@ def plan_model(
         sweep_plans = plan_sweep(
             model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
             [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
-            batch_size=protocol.batch_size, device=device, inference=inference,
+            batch_size=protocol.batch_size, device=device, inference=inference, grid=protocol.grid,
         )
     return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, checkpoint_sha256, inference)
 
@@ -339,10 +339,11 @@ def plan_sweep(
     batch_size: int = 200,
     device: str | torch.device | None = None,
     inference: str = "simulation",
+    grid: str = "float",
 ) -> list[EvalPlan]:
-    """One planned evaluation of ``attack`` per eps, on the same images."""
+    """One planned evaluation of ``attack`` per eps, on the same images (and input ``grid``)."""
     return [
-        plan_evaluation(model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps),
+        plan_evaluation(model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps, grid),
                         dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device,
                         store=store, inference=inference)
         for eps in eps_values
