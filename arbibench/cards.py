@@ -153,7 +153,13 @@ class CurvePoint:
 
 @dataclass(frozen=True, kw_only=True)
 class EpsStar:
-    """How eps* (the smallest fooling perturbation per image) was searched, and the curve it gives."""
+    """How eps* (the smallest fooling perturbation per image) was searched, and the curve it gives.
+
+    Cards without ``search`` hold the earlier bisection of ``[0, eps_max]``, whose median often sat on its first
+    step. ``search: "descent"`` cards add the floor and the median over the correctly classified images; there a
+    median or interval end at or below ``eps_floor`` means "<= eps_floor" (censored: fooled even at the floor),
+    never a measurement of the floor (:meth:`is_censored`).
+    """
 
     attacks: tuple[str, ...] = _field("list", of="text", factory=tuple)
     eps_max: float | None = _field("number", lo=0.0)
@@ -161,6 +167,19 @@ class EpsStar:
     n_examples: int | None = _field("integer", lo=0)
     not_fooled_up_to_eps_max: float | None = _field("percent")
     curve: tuple[CurvePoint, ...] = _field("record_list", of=CurvePoint, factory=tuple)
+    search: str | None = _field("text", omit_none=True)
+    eps_floor: float | None = _field("number", lo=0.0, omit_none=True)
+    probe_draws: int | None = _field("integer", lo=0, omit_none=True)  # random sign corners per image and radius
+    n_correct: int | None = _field("integer", lo=0, omit_none=True)
+    censored: float | None = _field("percent", omit_none=True)  # of the correctly classified images
+    median_correct: float | None = _field("number", lo=0.0, omit_none=True)  # over correctly classified images
+    median_correct_ci95: tuple[float | None, float | None] | None = _field("pair", of="number", omit_none=True)
+    # a certified lower bound on the correct-image median (no example exists below it), where a verifier ran
+    median_certified: float | None = _field("number", lo=0.0, omit_none=True)
+
+    def is_censored(self, value: float) -> bool:
+        """Whether a median or interval end of this search means "<= eps_floor"."""
+        return self.eps_floor is not None and value <= self.eps_floor
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,10 +238,21 @@ class ModelCard:
     # what computed the batches (CPU model, cores and threads, or the GPU): the seconds are read on it; where several
     # did (a run resumed elsewhere, a cluster), each one's share of the batch seconds. Cards without it do not say.
     machine: str | None = _field("text", omit_none=True)
-    median_eps_star: float | None = _field("number", lo=0.0, omit_none=True)  # input units, like eps
+    # input units, like eps; over every image (misclassified ones at 0); eps_star holds the correct-image median
+    median_eps_star: float | None = _field("number", lo=0.0, omit_none=True)
     median_eps_star_ci95: tuple[float | None, float | None] | None = _field("pair", of="number", omit_none=True)
     eps_star: EpsStar | None = _field("record", of=EpsStar, omit_none=True)
     examples: Path | None = _field("examples", omit_none=True)  # adversarial examples file beside the card
+
+    @property
+    def eps_star_median(self) -> tuple[float | None, tuple[float | None, float | None] | None, bool]:
+        """``(median eps*, its 95% interval, over the correctly classified images only)``: the descent search's
+        correct-image median where the card has one, else the all-image median of an older card (misclassified
+        images at 0). ``None`` values: not fooled up to eps_max (or no eps* at all)."""
+        found = self.eps_star
+        if found is not None and found.median_correct_ci95 is not None:
+            return found.median_correct, found.median_correct_ci95, True
+        return self.median_eps_star, self.median_eps_star_ci95, False
 
     @property
     def group(self) -> tuple[str, str]:

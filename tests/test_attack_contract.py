@@ -56,6 +56,7 @@ TINY: dict[str, dict[str, Any]] = {
     "nes": {"max_queries": 20, "samples": 4},
     "hsja": {"max_queries": 20, "init_evals": 4, "init_tries": 5},
     "rays": {"max_queries": 20},
+    "corners": {"draws": 5},
     "transfer": {"attack": "pgd"},
     "autoattack": {"components": ("fgsm", "pgd")},
 }

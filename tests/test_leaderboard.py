@@ -43,6 +43,25 @@ MODELS = [
 SWEEP_EPS = ((1, "1/255"), (2, "2/255"), (4, "4/255"), (8, "8/255"), (16, "16/255"))
 
 
+EPS_FLOOR = 1e-3 / 255
+
+
+def _descent(method: str, wb: float) -> dict[str, Any]:
+    """The descent search's fields of an eps* record: resnet20_bnn's median is censored (fooled at the floor)."""
+    median = EPS_FLOOR if method == "bnn" else round((0.02 + 3 * wb) / 255, 9)
+    return {"search": "descent", "eps_floor": EPS_FLOOR, "probe_draws": 50, "n_correct": 380, "censored": 12.5,
+            "median_correct": median, "median_correct_ci95": [EPS_FLOOR, round(2 * median, 9)]}
+
+
+def _eps_cell(card: Any, scale: float, unit: str) -> str:
+    """What a table shows for the correct-image median of a fixture card."""
+    return _eps_cell_at(card.eps_star.median_correct, scale, unit)
+
+
+def _eps_cell_at(value: float, scale: float, unit: str) -> str:
+    return f"\u2264 {EPS_FLOOR * scale:.3g}{unit}" if value <= EPS_FLOOR else f"{value * scale:.3g}{unit}"
+
+
 def _card(name: str, method: str, authors: str, venue: str, clean: float, wb: float, bb: float,
           flags: tuple[str, ...], threat: str, rng: np.random.Generator) -> dict[str, Any]:
     attacks: dict[str, dict[str, Any]] = {}
@@ -72,10 +91,11 @@ def _card(name: str, method: str, authors: str, venue: str, clean: float, wb: fl
         "autoattack_acc": min(a["acc_star"] for a in attacks.values()), "unreliable": False, "footnote": None,
         "median_eps_star": round((0.5 + 30 * wb) / 255, 6),
         "eps_star": {
-            "attacks": ["apgd_ce"], "eps_max": 16 / 255, "search_rounds": 6, "n_examples": 500,
+            "attacks": ["apgd_ce"], "eps_max": 16 / 255, "search_rounds": 3, "n_examples": 500,
             "not_fooled_up_to_eps_max": 0.0,
             "curve": [{"eps": e / 255, "robust_acc": round(clean * float(np.exp(-e / (0.5 + 30 * wb))), 2)}
                       for e in range(0, 17, 2)],
+            **_descent(method, wb),
         },
         "method": method, "method_paper": f"{authors}, {venue}", "bits_weights": 32 if method == "fp" else 1,
         "bits_activations": 32 if method == "fp" else 1, "protocol": "cifar10", "quick": True,
@@ -233,10 +253,28 @@ def test_board_shows_eps_star_and_marks_masked_models_in_the_ranking(built: Path
     cards = {c.name: c for c in load_cards(built.parent / "model_info") if c.threat_model == "Linf"}
     for row, name in zip(rows, names, strict=True):
         card = cards[name]
-        assert row[-3] == f"{card.median_eps_star * 255:.2f}/255"  # median eps* column, in 1/255
+        assert row[-3] == _eps_cell(card, 255, "/255")  # correct-image median eps*, in 1/255
         assert row[-4] == f"{card.autoattack_acc:.2f}" or row[-4].startswith(f"{card.autoattack_acc:.1f}")
         assert ("\u26a0" in row[0]) == bool(card.flags), name  # the masking mark sits in the rank cell
     assert 'data-col="eps-star"' in html_text and 'data-col="aa"' in html_text
+
+
+def test_a_card_of_the_earlier_eps_star_search_reads_and_says_all_images(tmp_path: Path) -> None:
+    # cards written before the descent search hold only the all-image median (misclassified images at 0)
+    model_info = make_model_info(tmp_path, examples=False)
+    path = model_info / "cifar10" / "Linf" / "resnet20_xnor.json"
+    card = json.loads(path.read_text())
+    card["eps_star"] = {k: v for k, v in card["eps_star"].items() if k not in _descent("xnor", 0.0)}
+    old = {"median_eps_star": 0.25 / 255, "median_eps_star_ci95": [0.25 / 255, 0.5 / 255]}
+    path.write_text(json.dumps({**card, **old}))
+    read = next(c for c in load_cards(model_info) if c.name == "resnet20_xnor" and c.threat_model == "Linf")
+    assert read.eps_star is not None and read.eps_star.search is None and read.eps_star.median_correct is None
+    assert read.eps_star_median == (0.25 / 255, (0.25 / 255, 0.5 / 255), False)
+    result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(model_info), "--no-per-attack"])
+    assert result.exit_code == 0, result.output
+    rows = {r[1]: r for r in _markdown_rows(result.output.split("### ")[1])}
+    assert rows["`resnet20_xnor`"][-3] == "0.25/255 [0.25/255, 0.5/255] (all images)"
+    assert rows["`resnet20_bnn`"][-3] == "\u2264 0.001/255 [\u2264 0.001/255, 0.002/255]"  # censored: never "0.001"
 
 
 def test_model_pages_plot_the_eps_star_curve_against_the_fp_twin(built: Path) -> None:
@@ -479,7 +517,8 @@ def test_markdown_table_has_the_sites_ranking_and_numbers(tmp_path: Path) -> Non
             assert row[3] == ("quick" if card.quick else "full")
             assert row[4] == f"{card.clean_acc:.1f}%" and row[-6] == f"{card.rs['all']:.3f}"
             scale = 255 if threat == "Linf" else 1
-            assert row[-3].split(" [")[0] == f"{card.median_eps_star * scale:.2f}{unit}"  # L2 not in 1/255
+            assert row[-3] == f"{_eps_cell(card, scale, unit)} [{_eps_cell_at(EPS_FLOOR, scale, unit)}, " \
+                f"{_eps_cell_at(card.eps_star.median_correct_ci95[1], scale, unit)}]"  # L2 not in 1/255
         attack_rows = _markdown_rows(per_attack)
         for row, card in zip(attack_rows, board, strict=True):
             assert row[1] == f"{card.attacks['fgsm'].acc_norm:.2f}"
@@ -522,7 +561,7 @@ def test_l2_board_shows_eps_star_in_input_units(built: Path) -> None:
     rows, names = parsed.tables["board-cifar10_L2"], parsed.names["board-cifar10_L2"]
     assert rows
     for row, name in zip(rows, names, strict=True):
-        assert row[-3] == f"{cards[name].median_eps_star:.3g}"  # an L2 distance, not a count of 1/255 steps
+        assert row[-3] == _eps_cell(cards[name], 1.0, "")  # an L2 distance, not a count of 1/255 steps
 
 
 def test_a_ranking_across_protocol_sizes_is_marked_and_filterable(tmp_path: Path) -> None:

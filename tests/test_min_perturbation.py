@@ -1,4 +1,5 @@
-"""eps* per image: the order-statistic interval for the median, the dyadic search, and its use of the store."""
+"""eps* per image: the order-statistic interval for the median, the descent search with random corners, censoring
+at the floor, and its use of the store."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 
 from arbibench.attacks import get_threat_model
 from arbibench.data.cifar10 import load_cifar10
-from arbibench.evaluation.min_perturbation import _dyadic_midpoint, median_interval, minimal_perturbation
+from arbibench.evaluation.min_perturbation import LogGrid, median_interval, minimal_perturbation
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
+from arbibench.models.zoo import load_model
 
 
 def test_median_interval_is_the_binomial_order_statistics():
@@ -37,62 +39,94 @@ def test_median_interval_covers_the_median_at_the_stated_rate():
     assert covered / 400 >= 0.93
 
 
-def test_dyadic_midpoints_stay_strictly_inside_the_interval():
-    eps_max, rounds = 16 / 255, 6
-    unit = eps_max / 2**rounds
-    for lo_steps in range(0, 60):
-        lo = lo_steps * unit
-        for hi in np.linspace(lo + unit * 1.01, eps_max, 7):
-            mid = _dyadic_midpoint(lo, hi, eps_max, rounds)
-            assert lo < mid < hi
-            assert abs(mid / unit - round(mid / unit)) < 1e-9
+def test_log_grid_descends_to_the_floor_by_at_most_halves_and_bisects_strictly_inside():
+    grid = LogGrid(16 / 255, 1e-3 / 255, rounds=3)
+    descent = [grid.radius(p) for p in range(grid.top, -1, -grid.unit)]
+    assert descent[0] == 16 / 255 and descent[-1] == pytest.approx(1e-3 / 255, rel=1e-9)
+    ratios = [a / b for a, b in zip(descent, descent[1:], strict=False)]
+    assert all(1.0 < r <= 2.0 + 1e-12 for r in ratios)
+    # the next descent radius lies strictly below the example found, or there is none (censored at the floor)
+    assert grid.radius(grid.descent_below(0.9 * descent[3], grid.top)) < 0.9 * descent[3]
+    assert grid.descent_below(descent[-1], grid.unit) is None
+    for lo in range(0, grid.top - 1):
+        for hi in np.geomspace(grid.radius(lo + 1) * 1.001, 16 / 255, 5):
+            mid = grid.midpoint(lo, float(hi))
+            assert mid is not None and grid.radius(lo) < grid.radius(mid) < hi
+    assert grid.midpoint(5, grid.radius(6)) is None  # one position apart: resolved
 
 
 def _evaluations(path) -> int:
     with sqlite3.connect(path) as conn:
+        if not conn.execute("SELECT name FROM sqlite_master WHERE name = 'batches'").fetchall():
+            return 0
         return conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
 
 
-def test_search_on_real_images_bounds_the_robust_accuracy_and_resumes(trained_fp, data_dir, tmp_path):
-    x, y, idx = load_cifar10(24, data_dir=data_dir)
-    eps_max = 4 / 255
+@pytest.fixture(scope="module")
+def bnn():
+    return load_model("resnet20_bnn", device="cpu")
+
+
+def test_search_resolves_a_bnn_below_the_old_bisection_floor_and_resumes(bnn, data_dir, tmp_path):
+    # the shipped resnet20_bnn on real test images: eps* far below eps_max / 2**6, the first step of the earlier
+    # bisection, which every standard BNN card printed as its median
+    x, y, idx = load_cifar10(12, data_dir=data_dir)
+    eps_max = 16 / 255
     store_path = tmp_path / "eps.db"
+    kwargs = dict(attacks=("fgsm",), eps_max=eps_max, model_name="bnn", batch_size=12, dataset="cifar10",
+                  probe_draws=10, search_rounds=1)
     with ResultStore(store_path) as db:
-        kwargs = dict(attacks=("fgsm",), eps_max=eps_max, store=db, model_name="fp", batch_size=12, dataset="cifar10")
-        coarse = minimal_perturbation(trained_fp, x, y, idx, search_rounds=1, **kwargs)
-        fine = minimal_perturbation(trained_fp, x, y, idx, search_rounds=4, **kwargs)
-        clean, per_attack, _, _ = evaluate(
-            trained_fp, x, y, idx, attacks=["fgsm"], threat=get_threat_model("Linf", eps_max), dataset="cifar10",
-            model_name="fp", batch_size=12, store=db, progress=False, checks=False,
-        )
+        found = minimal_perturbation(bnn, x, y, idx, store=db, **kwargs)
         batches = _evaluations(store_path)
-        again = minimal_perturbation(trained_fp, x, y, idx, search_rounds=4, **kwargs)
-        assert _evaluations(store_path) == batches  # everything read back from the store
-    np.testing.assert_array_equal(again.eps_star, fine.eps_star)
-    # misclassified clean: eps* = 0; more search rounds only tighten the bounds
-    assert (fine.eps_star[~clean.clean_correct] == 0).all()
-    assert (fine.eps_star <= coarse.eps_star).all() and (fine.eps_star < coarse.eps_star).any()
-    finite = np.isfinite(fine.eps_star)
-    assert finite.any() and (fine.eps_star[finite] <= eps_max + 1e-6).all()
+        again = minimal_perturbation(bnn, x, y, idx, store=db, **kwargs)
+        assert _evaluations(store_path) == batches  # every radius read back from the store
+        clean, per_attack, _, _ = evaluate(
+            bnn, x, y, idx, attacks=["fgsm"], threat=get_threat_model("Linf", eps_max), dataset="cifar10",
+            model_name="bnn", batch_size=12, store=db, progress=False, checks=False,
+        )
+    np.testing.assert_array_equal(again.eps_star, found.eps_star)
+    assert (found.clean_correct == clean.clean_correct).all()
+    assert (found.eps_star[~clean.clean_correct] == 0).all()
+    correct = found.eps_star[found.clean_correct]
+    assert (correct > 0).all() and (correct[np.isfinite(correct)] <= eps_max + 1e-6).all()
+    assert (correct < eps_max / 2**6).sum() >= 2  # resolved below where the earlier search stopped
+    # the random corners go first and fool some images on their own; the gradient attack finds others
+    assert "corners" in set(found.found_by) and set(found.found_by) <= {"corners", "fgsm", ""}
     # eps* comes from verified examples, so it can only show less robustness than the single attack at eps_max
-    acc_star = float(per_attack["fgsm"].adv_correct.mean())
-    assert fine.robust_accuracy(eps_max) <= acc_star
-    assert fine.robust_accuracy(0.0) == pytest.approx(float(clean.clean_correct.mean()))
-    accs = [a for _, a in fine.curve()]
-    assert all(a >= b for a, b in zip(accs, accs[1:], strict=False))
-    summary = fine.to_dict()
-    assert summary["n_examples"] == 24 and len(summary["per_sample"]["eps_star"]) == 24
-    lo, hi = summary["median_eps_star_ci95"]
-    assert lo is None or lo <= summary["median_eps_star"]
+    assert found.robust_accuracy(eps_max) <= float(per_attack["fgsm"].adv_correct.mean())
+    assert found.robust_accuracy(0.0) == pytest.approx(float(clean.clean_correct.mean()))
+    summary = found.to_dict()
+    assert summary["search"] == "descent" and summary["n_correct"] == int(clean.clean_correct.sum())
+    lo, hi = summary["median_eps_star_correct_ci95"]
+    assert lo <= summary["median_eps_star_correct"] <= (math.inf if hi is None else hi)
+    assert summary["median_eps_star"] <= summary["median_eps_star_correct"]  # misclassified images count as 0
+
+
+def test_an_image_fooled_at_the_floor_is_censored_never_measured_there(bnn, data_dir, tmp_path):
+    # a floor of 4/255: random corners alone fool nearly every image of a standard BNN there
+    x, y, idx = load_cifar10(12, data_dir=data_dir)
+    with ResultStore(tmp_path / "c.db") as db:
+        found = minimal_perturbation(bnn, x, y, idx, attacks=("fgsm",), eps_max=16 / 255, eps_floor=4 / 255,
+                                     search_rounds=1, probe_draws=5, store=db, model_name="bnn", batch_size=12)
+    assert found.eps_floor == pytest.approx(4 / 255)
+    assert found.censored.any() and not found.censored[~found.clean_correct].any()
+    # every censored image was fooled at or below the floor; every other correct one only above it
+    assert (found.eps_star[found.censored] <= found.eps_floor + 1e-6).all()
+    assert (found.eps_star[found.clean_correct & ~found.censored] > found.eps_floor).all()
+    assert found.censored.mean() > 0.5 and found.is_censored(found.median_correct)
+    summary = found.to_dict()
+    assert summary["censored"] == pytest.approx(found.censored.sum() / found.clean_correct.sum())
+    assert summary["per_sample"]["censored"] == found.censored.tolist()
 
 
 def test_bad_search_settings(trained_fp, data_dir, tmp_path):
     x, y, idx = load_cifar10(4, data_dir=data_dir)
     with ResultStore(tmp_path / "s.db") as db:
-        with pytest.raises(ValueError, match="search_rounds"):
-            minimal_perturbation(trained_fp, x, y, idx, attacks=("fgsm",), search_rounds=0, store=db)
-        with pytest.raises(ValueError, match="at least one attack"):
-            minimal_perturbation(trained_fp, x, y, idx, attacks=(), store=db)
+        for kwargs, words in (({"search_rounds": 0}, "search_rounds"), ({"attacks": ()}, "at least one attack"),
+                              ({"eps_floor": 16 / 255}, "eps_floor"), ({"probe_draws": -1}, "probe_draws")):
+            with pytest.raises(ValueError, match=words):
+                minimal_perturbation(trained_fp, x, y, idx, store=db, **{"attacks": ("fgsm",), **kwargs})
+        assert _evaluations(tmp_path / "s.db") == 0  # refused before any work
 
 
 def test_eval_cli_writes_eps_star_to_json_and_card(data_dir, tmp_path):
@@ -116,4 +150,7 @@ def test_eval_cli_writes_eps_star_to_json_and_card(data_dir, tmp_path):
     assert len(summary["per_sample"]["eps_star"]) == 16
     card = json.loads((tmp_path / "info" / "cifar10" / "Linf" / "resnet20_fp.json").read_text())
     assert card["median_eps_star"] == summary["median_eps_star"]
+    assert card["eps_star"]["search"] == "descent" and card["eps_star"]["eps_floor"] == pytest.approx(1e-3 / 255)
+    assert card["eps_star"]["median_correct"] == summary["median_eps_star_correct"]
+    assert card["eps_star"]["median_correct_ci95"] == summary["median_eps_star_correct_ci95"]
     assert card["eps_star"]["curve"][0]["robust_acc"] == card["clean_acc"]  # eps 0: the clean accuracy

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         AttackOutput,
         access_group,
     )
+    from arbibench.attacks.corners import CornersConfig, RandomCorners
     from arbibench.attacks.cw import CWLinf, CWLinfConfig
     from arbibench.attacks.cw_l2 import CWL2, CWL2Config
     from arbibench.attacks.deepfool import DeepFool, DeepFoolConfig
@@ -91,6 +92,8 @@ _LAZY: dict[str, str] = {
     "Attack": "arbibench.attacks.base",
     "AttackOutput": "arbibench.attacks.base",
     "access_group": "arbibench.attacks.base",
+    "CornersConfig": "arbibench.attacks.corners",
+    "RandomCorners": "arbibench.attacks.corners",
     "CWLinf": "arbibench.attacks.cw",
     "CWLinfConfig": "arbibench.attacks.cw",
     "CWL2": "arbibench.attacks.cw_l2",
@@ -174,6 +177,8 @@ __all__ = [
     "APGDConfig",
     "APGDDLRConfig",
     "APGDTConfig",
+    "CornersConfig",
+    "RandomCorners",
     "CWLinf",
     "CWLinfConfig",
     "CWL2",

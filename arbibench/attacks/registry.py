@@ -25,6 +25,7 @@ from typing import Any
 
 from arbibench.attacks.apgd import APGD, APGDDLR, APGDT
 from arbibench.attacks.base import WHITE_BOX, Attack
+from arbibench.attacks.corners import RandomCorners
 from arbibench.attacks.cw import CWLinf
 from arbibench.attacks.cw_l2 import CWL2
 from arbibench.attacks.deepfool import DeepFool
@@ -63,7 +64,7 @@ def register(cls: type[Attack], *, adaptive: bool = False) -> type[Attack]:
 _cls: type[Attack]
 for _cls in (FGSM, PGD, MIFGSM, CWLinf, APGD, APGDDLR, APGDT, CWL2, DeepFool, FAB, FABT):
     register(_cls, adaptive=True)
-for _cls in (Square, SimBA, NES, HopSkipJump, RayS):
+for _cls in (Square, SimBA, NES, HopSkipJump, RayS, RandomCorners):
     register(_cls)
 
 

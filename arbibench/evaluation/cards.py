@@ -101,11 +101,14 @@ def eps_star_fields(found: MinimalPerturbation | None) -> EpsStarFields:
     """Card fields of the minimal-perturbation search; empty when it was not run.
 
     eps* values stay in input units (like ``eps``); the curve's robust accuracy is in percent like every accuracy.
+    ``median_eps_star`` keeps its meaning (every image, misclassified ones at 0); the median over the correctly
+    classified images and the search's floor go into the ``eps_star`` record.
     """
     if found is None:
         return {}
     summary = found.to_dict()  # infinite and undefined eps* become None, as the card holds them
     lo, hi = summary["median_eps_star_ci95"]
+    clo, chi = summary["median_eps_star_correct_ci95"]
     return {
         "median_eps_star": summary["median_eps_star"],
         "median_eps_star_ci95": (lo, hi),
@@ -116,5 +119,13 @@ def eps_star_fields(found: MinimalPerturbation | None) -> EpsStarFields:
             n_examples=len(found.eps_star),
             not_fooled_up_to_eps_max=percent(summary["not_fooled_up_to_eps_max"]),
             curve=tuple(CurvePoint(eps=eps, robust_acc=percent(acc)) for eps, acc in found.curve()),
+            search=summary["search"],
+            eps_floor=found.eps_floor,
+            probe_draws=found.probe_draws,
+            n_correct=summary["n_correct"],
+            censored=percent(summary["censored"]),
+            median_correct=summary["median_eps_star_correct"],
+            median_correct_ci95=(clo, chi),
+            median_certified=summary.get("median_certified_correct"),
         ),
     }

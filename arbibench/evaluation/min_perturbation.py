@@ -1,29 +1,36 @@
-"""Minimal adversarial perturbation per image (eps*), and the robust-accuracy curve it implies.
+"""Minimal adversarial perturbation per image (eps*), searched down to the scale where each image is fooled.
 
 At the headline eps every BNN of a CPU-trained zoo may end at 0% robust accuracy, so a ranking by robust accuracy
 alone ranks noise. The smallest perturbation at which some attack fools each image still separates such models:
-``eps*_i`` is the smallest distance of an adversarial example any attack of a chosen set found for image ``i``
-(0 for an image misclassified clean, ``inf`` when none was found up to ``eps_max``). It is an *upper bound* on the
-true minimal perturbation, like every attack-based number; robust accuracy at eps is then the fraction of images
-with ``eps*_i > eps``, an upper bound on the true robust accuracy that never exceeds what any single attack shows.
+``eps*_i`` is the smallest distance of a verified adversarial example found for image ``i`` (0 for an image
+misclassified clean, ``inf`` when none was found up to ``eps_max``). It is an *upper bound* on the true minimal
+perturbation, like every attack-based number; robust accuracy at eps is then the fraction of images with
+``eps*_i > eps``, an upper bound on the true robust accuracy that never exceeds what any single attack shows.
 
-How each attack contributes:
+Why the search goes down by factors and not by halves of ``eps_max``: a sign network's eps* is often 10-100 times
+below one grey level, so a bisection of ``[0, eps_max]`` stops at its first step (``eps_max / 2**rounds``) for
+nearly every image and cannot tell one BNN from another. The search here:
 
-- attacks that report the perturbation they found (FAB, DeepFool, and the decision-based HopSkipJump and RayS,
-  whose smallest adversarial distance is stored even beyond eps) run once at ``eps_max``; the stored distance of
-  every fooled image is its bound;
-- other gradient attacks (FGSM, PGD, APGD, ...) take a per-image binary search over eps on a dyadic grid of
-  ``eps_max``: in round ``k`` each still-open image is attacked at the midpoint of its interval, images that share a
-  midpoint are attacked together as one evaluation, and every evaluation goes through the result store, so a rerun
-  (or a later call with more rounds) reads finished batches back. A fooled image's upper bound becomes the distance
-  of the adversarial example found (at most the midpoint); a robust one's lower end moves up.
+1. **descent**: radii log-spaced from ``eps_max`` down to ``eps_floor`` (each step at most a factor 2). An image
+   is attacked at the next radius below the smallest example found so far, until a radius where nothing fools it;
+2. **bisection** between that radius and the example found, in ``search_rounds`` rounds on the same log grid
+   (resolution ``2 ** (1 / 2**search_rounds)``), so images that share a radius are attacked together;
+3. at every radius, **random sign corners** (:class:`~arbibench.attacks.corners.RandomCorners`, ``probe_draws``
+   draws, labels only) go first, and only the images they leave unfooled meet the attacks, in order.
+
+Every run goes through :func:`~arbibench.evaluation.runner.evaluate`, so each example is verified against the
+threat model and on the model before it counts, and every finished batch is read back from the store by a rerun. An
+image fooled even at ``eps_floor`` is *censored*: its eps* is only known to be at most the floor ("<= floor") and
+is never reported as the floor. Medians are given over the correctly classified images (robustness alone) beside
+the median over all images (misclassified ones at 0, which mixes clean accuracy in), each with the
+distribution-free interval. ``certified`` holds a per-image *lower* bound on eps* where a verifier supplied one.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,14 +39,21 @@ from rich.console import Console
 from torch import nn
 
 from arbibench.attacks import Attack, get_threat_model
+from arbibench.attacks.corners import RandomCorners
 from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
 from arbibench.evaluation.surrogates import attack_for_target
 
-# Attacks whose stored per-sample perturbation is the distance they found for every fooled image, so one run at
-# eps_max gives each image's bound without a search.
-DISTANCE_ATTACKS = frozenset({"fab", "fab_t", "deepfool", "hsja", "rays"})
+#: The smallest radius the search tries unless told otherwise: a thousandth of a grey level, below the eps* of most
+#: images of a sign network (a grey level is 1/255).
+EPS_FLOOR = 1e-3 / 255
+#: The name of this search in summaries and cards. Cards without it hold the earlier bisection of ``[0, eps_max]``,
+#: whose first step (``eps_max / 2**rounds``) was its floor.
+SEARCH = "descent"
+#: What :meth:`~arbibench.attacks.threat.ThreatModel.verify` accepts beyond eps: an example at eps_max measures a
+#: hair above it after float32 rounding and still counts at eps_max.
+VERIFY_TOL = 1e-6
 
 
 def _binomial_half_cdf(n: int) -> np.ndarray:
@@ -67,6 +81,56 @@ def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float
     return float(v[rank - 1]), float(v[n - rank])
 
 
+
+def _num(v: float) -> float | None:
+    """A JSON number: ``None`` for an infinite (never fooled) or undefined value."""
+    return None if math.isinf(v) or math.isnan(v) else v
+
+
+@dataclass(frozen=True)
+class LogGrid:
+    """The radii the search may try: positions ``p = 0 .. top`` with radius ``eps_max * (floor / eps_max) ** (1 -
+    p / top)`` (``top``: ``eps_max``, 0: the floor). The descent visits every ``2**rounds``-th position (a factor of
+    at most 2 apart); bisection rounds the positions between, so images that share a radius are attacked together."""
+
+    eps_max: float
+    floor: float
+    rounds: int
+
+    @property
+    def unit(self) -> int:
+        """Positions per descent step."""
+        return int(2**self.rounds)
+
+    @property
+    def top(self) -> int:
+        steps = max(1, math.ceil(math.log2(self.eps_max / self.floor) - 1e-9))
+        return steps * self.unit
+
+    def radius(self, p: int) -> float:
+        if p == self.top:
+            return self.eps_max
+        return float(self.eps_max * (self.floor / self.eps_max) ** (1.0 - p / self.top))
+
+    def position(self, eps: float) -> float:
+        """The real-valued grid position of ``eps`` (outside ``[0, top]`` for radii outside the grid)."""
+        return self.top * (1.0 - math.log(eps / self.eps_max) / math.log(self.floor / self.eps_max))
+
+    def descent_below(self, below: float, above: int) -> int | None:
+        """The largest descent position under ``above`` whose radius lies strictly below ``below``; None past the
+        floor."""
+        p = above - self.unit
+        while p >= 0 and self.radius(p) >= below:
+            p -= self.unit
+        return p if p >= 0 else None
+
+    def midpoint(self, lo: int, hi: float) -> int | None:
+        """The position nearest the geometric middle of ``(radius(lo), hi)``, strictly inside it; None once the
+        bracket spans at most one position."""
+        top = self.position(hi)  # a radius of the grid comes back a hair off its integer position
+        return None if top - lo <= 1 + 1e-6 else round((lo + top) / 2)
+
+
 @dataclass
 class MinimalPerturbation:
     """Per-image eps* of one model under one norm, and what follows from it."""
@@ -75,57 +139,113 @@ class MinimalPerturbation:
     eps_max: float
     attacks: tuple[str, ...]
     sample_index: np.ndarray
-    eps_star: np.ndarray  # per image; 0 where misclassified clean, inf where nothing was found up to eps_max
+    eps_star: np.ndarray  # per image: 0 misclassified clean, inf not fooled up to eps_max, else the distance found
     search_rounds: int
-    by_attack: dict[str, np.ndarray] = field(default_factory=dict)
+    eps_floor: float  # the smallest radius tried
+    probe_draws: int  # random sign corners per image and radius, tried first (0: none)
+    clean_correct: np.ndarray  # per image
+    censored: np.ndarray  # per image: fooled even at eps_floor, so eps* <= eps_floor is all that is known
+    found_by: np.ndarray  # per image: what found the example of eps* ("corners" or an attack; "" where none)
+    # per image, a certified lower bound on eps* (no example exists below it) where a verifier supplied one
+    certified: np.ndarray | None = None
+
+    @property
+    def bounded(self) -> np.ndarray:
+        """eps* with every censored image at ``eps_floor``: what medians and intervals are order statistics of.
+
+        Every other correctly classified image's eps* lies above the floor, so a statistic at the floor means
+        "<= floor", never a measurement of the floor."""
+        return np.where(self.censored, self.eps_floor, self.eps_star)
 
     @property
     def median(self) -> float:
-        return float(np.median(self.eps_star)) if len(self.eps_star) else math.nan
+        """Median eps* over every image (misclassified ones at 0: clean accuracy mixed in)."""
+        return float(np.median(self.bounded)) if len(self.eps_star) else math.nan
 
     def median_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        return median_interval(self.eps_star, confidence)
+        return median_interval(self.bounded, confidence)
+
+    @property
+    def median_correct(self) -> float:
+        """Median eps* over the correctly classified images: robustness alone."""
+        values = self.bounded[self.clean_correct]
+        return float(np.median(values)) if len(values) else math.nan
+
+    def median_correct_interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        return median_interval(self.bounded[self.clean_correct], confidence)
+
+    def is_censored(self, value: float) -> bool:
+        """Whether a statistic of :attr:`bounded` means "<= eps_floor"."""
+        return value <= self.eps_floor
 
     def robust_accuracy(self, eps: float) -> float:
-        """Fraction of images no attack fooled within ``eps`` (an upper bound on the true robust accuracy)."""
-        return float((self.eps_star > eps).mean())
+        """Fraction of images no attack fooled within ``eps`` (an upper bound on the true robust accuracy); within
+        means what the threat model accepts, ``eps`` plus its tolerance for float32 rounding."""
+        return float((self.eps_star > eps + VERIFY_TOL).mean())
 
     def curve(self, n_points: int = 17) -> list[tuple[float, float]]:
         """Robust accuracy at ``n_points`` evenly spaced eps from 0 to ``eps_max``."""
         return [(float(e), self.robust_accuracy(float(e))) for e in np.linspace(0.0, self.eps_max, n_points)]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (numbers as numbers; ``null`` for an infinite eps*)."""
+        """JSON-ready summary (numbers as numbers; ``null`` for an infinite eps*). A median or interval end at or
+        below ``eps_floor`` means "<= eps_floor" (censored)."""
         lo, hi = self.median_interval()
-
-        def num(v: float) -> float | None:
-            return None if math.isinf(v) or math.isnan(v) else v
-
-        return {
+        clo, chi = self.median_correct_interval()
+        n_correct = int(self.clean_correct.sum())
+        per_sample: dict[str, Any] = {
+            "sample_index": self.sample_index.tolist(),
+            "eps_star": [_num(float(v)) for v in self.eps_star],
+            "censored": [bool(c) for c in self.censored],
+            "found_by": [str(f) for f in self.found_by],
+        }
+        summary: dict[str, Any] = {
+            "search": SEARCH,
             "norm": self.norm,
             "eps_max": self.eps_max,
+            "eps_floor": self.eps_floor,
             "attacks": list(self.attacks),
+            "probe_draws": self.probe_draws,
             "n_examples": int(len(self.eps_star)),
+            "n_correct": n_correct,
             "search_rounds": self.search_rounds,
-            "median_eps_star": num(self.median),
-            "median_eps_star_ci95": [num(lo), num(hi)],
+            "median_eps_star": _num(self.median),
+            "median_eps_star_ci95": [_num(lo), _num(hi)],
+            "median_eps_star_correct": _num(self.median_correct),
+            "median_eps_star_correct_ci95": [_num(clo), _num(chi)],
+            "censored": float(self.censored.sum() / n_correct) if n_correct else None,
             "not_fooled_up_to_eps_max": float(np.isinf(self.eps_star).mean()) if len(self.eps_star) else None,
             "curve": [{"eps": e, "robust_acc": a} for e, a in self.curve()],
-            "per_sample": {
-                "sample_index": self.sample_index.tolist(),
-                "eps_star": [num(float(v)) for v in self.eps_star],
-            },
         }
+        if self.certified is not None:
+            summary["median_certified_correct"] = _num(float(np.median(self.certified[self.clean_correct])))
+            per_sample["certified"] = [float(v) for v in self.certified]
+        return {**summary, "per_sample": per_sample}
 
 
-def _dyadic_midpoint(lo: float, hi: float, eps_max: float, rounds: int) -> float:
-    """The grid point ``eps_max * j / 2**rounds`` nearest the middle of ``[lo, hi]``, so images can share one run.
+@dataclass
+class _Search:
+    """The state of the search over ``n`` images: the smallest example found per image and what found it."""
 
-    ``lo`` is 0 or a grid point, and the search only asks while ``hi - lo`` exceeds one grid unit, so the result lies
-    strictly inside ``(lo, hi)``: every round makes progress.
-    """
-    unit: float = eps_max / 2**rounds
-    return round((lo + hi) / 2 / unit) * unit
+    hi: np.ndarray  # distance of the smallest verified example so far (inf: none)
+    found_by: np.ndarray
+    censored: np.ndarray
+
+    def record(self, rows: np.ndarray, dist: np.ndarray, name: str) -> None:
+        smaller = dist < self.hi[rows]
+        self.hi[rows[smaller]] = dist[smaller]
+        self.found_by[rows[smaller]] = name
+
+
+def _check_settings(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int) -> None:
+    """One ValueError naming the first bad search setting."""
+    if isinstance(search_rounds, bool) or not isinstance(search_rounds, int) or not 1 <= search_rounds <= 12:
+        raise ValueError(f"search_rounds must be an integer from 1 to 12, got {search_rounds!r}")
+    if isinstance(probe_draws, bool) or not isinstance(probe_draws, int) or probe_draws < 0:
+        raise ValueError(f"probe_draws must be an integer >= 0 (0: no random corners), got {probe_draws!r}")
+    get_threat_model(threat_model, eps_max)  # validates the norm and eps_max
+    if isinstance(eps_floor, bool) or not isinstance(eps_floor, int | float) or not 0 < eps_floor < eps_max:
+        raise ValueError(f"eps_floor must be a number in (0, eps_max = {eps_max:g}), got {eps_floor!r}")
 
 
 def minimal_perturbation(
@@ -137,7 +257,9 @@ def minimal_perturbation(
     attacks: Sequence[str | Attack] = ("apgd_ce",),
     threat_model: str = "Linf",
     eps_max: float = 16 / 255,
-    search_rounds: int = 6,
+    search_rounds: int = 3,
+    eps_floor: float = EPS_FLOOR,
+    probe_draws: int = 50,
     store: ResultStore,
     dataset: str = "custom",
     model_name: str = "model",
@@ -149,19 +271,21 @@ def minimal_perturbation(
     backend: Backend | None = None,
     inference: str = "simulation",
 ) -> MinimalPerturbation:
-    """eps* of every image under ``attacks`` (see the module docstring for how each attack contributes).
+    """eps* of every image: descent from ``eps_max`` to ``eps_floor``, then ``search_rounds`` bisection rounds,
+    random sign corners first at every radius (see the module docstring).
 
-    ``search_rounds`` bisection rounds resolve eps* of the searched attacks to ``eps_max / 2**search_rounds``
-    (plus the exact distance of the example found); more rounds cost one attack run per image each.
+    ``search_rounds`` sets the resolution, a factor ``2 ** (1 / 2**search_rounds)`` (3 rounds: 9%); each round
+    costs one more run per image. ``probe_draws=0`` leaves the corners out.
     """
-    if isinstance(search_rounds, bool) or not isinstance(search_rounds, int) or not 1 <= search_rounds <= 12:
-        raise ValueError(f"search_rounds must be an integer from 1 to 12, got {search_rounds!r}")
-    get_threat_model(threat_model, eps_max)  # validates the norm and eps_max
+    _check_settings(threat_model, eps_max, eps_floor, search_rounds, probe_draws)
     attack_objs = [attack_for_target(a, model_name) for a in attacks]
     if not attack_objs:
         raise ValueError("minimal_perturbation needs at least one attack")
+    probes: list[Attack] = [RandomCorners(draws=probe_draws)] if probe_draws else []
     indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
     n = len(y)
+    grid = LogGrid(float(eps_max), float(eps_floor), search_rounds)
+    state = _Search(np.full(n, math.inf), np.full(n, "", dtype=object), np.zeros(n, dtype=bool))
 
     def run(attack: Attack, eps: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(clean correct, robust, distance found) of ``rows`` under ``attack`` at ``eps``, through the store."""
@@ -169,39 +293,51 @@ def minimal_perturbation(
         clean, outcomes, _, _ = evaluate(
             model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps),
             dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
-            inference=inference,
-            progress=progress, console=console, checks=False, backend=backend,
+            inference=inference, progress=progress, console=console, checks=False, backend=backend,
         )
         out = outcomes[attack.name]
         return clean.clean_correct, out.adv_correct, out.perturbation
 
-    by_attack: dict[str, np.ndarray] = {}
-    for attack in attack_objs:
-        bound = np.full(n, math.inf)
-        everything = np.arange(n)
-        clean_ok, robust, dist = run(attack, eps_max, everything)
-        bound[~clean_ok] = 0.0
-        fooled = clean_ok & ~robust
-        bound[fooled] = dist[fooled]
-        # DISTANCE_ATTACKS: the distance stored for a fooled image is the one found; one run is all they need (an
-        # adversarial a decision-based attack found beyond eps_max leaves the image robust up to eps_max: inf)
-        if attack.name not in DISTANCE_ATTACKS:
-            lo = np.zeros(n)
-            hi = np.where(fooled, bound, math.inf)
-            for _ in range(search_rounds):
-                open_rows = np.nonzero(np.isfinite(hi) & (hi - lo > eps_max / 2**search_rounds))[0]
-                if len(open_rows) == 0:
-                    break
-                mids = np.array([_dyadic_midpoint(lo[i], hi[i], eps_max, search_rounds) for i in open_rows])
-                for mid in np.unique(mids):
-                    rows = open_rows[mids == mid]
-                    _, robust_m, dist_m = run(attack, float(mid), rows)
-                    fooled_m = ~robust_m
-                    hi[rows[fooled_m]] = np.minimum(hi[rows[fooled_m]], dist_m[fooled_m])
-                    lo[rows[robust_m]] = np.maximum(lo[rows[robust_m]], mid)
-            bound = np.where(clean_ok, hi, 0.0)
-        by_attack[attack.name] = bound
-    eps_star = np.min(np.stack(list(by_attack.values())), axis=0)
+    def attack_at(p: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(still robust, misclassified clean) among ``rows`` at radius ``p``: probes first, then each attack on
+        the images that are left."""
+        left, misclassified = rows, np.zeros(0, dtype=np.int64)
+        for attack in probes + attack_objs:
+            if len(left) == 0:
+                break
+            clean_ok, robust, dist = run(attack, grid.radius(p), left)
+            misclassified = np.concatenate([misclassified, left[~clean_ok]])
+            fooled = clean_ok & ~robust
+            state.record(left[fooled], dist[fooled], attack.name)
+            left = left[clean_ok & robust]
+        return left, misclassified
+
+    clean_correct = np.ones(n, dtype=bool)
+    lo = np.full(n, -1)  # grid position of the largest radius at which nothing fooled the image
+    nxt = np.full(n, grid.top)  # the descent position each image meets next (-1: done)
+    for p in range(grid.top, -1, -grid.unit):
+        rows = np.nonzero(nxt == p)[0]
+        if len(rows) == 0:
+            continue
+        robust, misclassified = attack_at(p, rows)
+        clean_correct[misclassified] = False
+        nxt[misclassified] = -1
+        lo[robust], nxt[robust] = p, -1
+        for i in np.setdiff1d(rows, np.concatenate([robust, misclassified])):
+            below = grid.descent_below(float(state.hi[i]), p)
+            nxt[i] = -1 if below is None else below
+            state.censored[i] = below is None
+    for _ in range(search_rounds):
+        mids = {i: grid.midpoint(int(lo[i]), float(state.hi[i]))
+                for i in np.nonzero((lo >= 0) & np.isfinite(state.hi))[0]}
+        todo = {i: m for i, m in mids.items() if m is not None}
+        if not todo:
+            break
+        for m in sorted(set(todo.values()), reverse=True):
+            robust, _ = attack_at(m, np.array(sorted(i for i, mm in todo.items() if mm == m), dtype=np.int64))
+            lo[robust] = m
+    state.censored |= clean_correct & (state.hi <= grid.floor)
+    eps_star = np.where(clean_correct, state.hi, 0.0)
     return MinimalPerturbation(
         norm=get_threat_model(threat_model, eps_max).norm,
         eps_max=float(eps_max),
@@ -209,5 +345,9 @@ def minimal_perturbation(
         sample_index=indices.numpy(),
         eps_star=eps_star,
         search_rounds=search_rounds,
-        by_attack=by_attack,
+        eps_floor=grid.radius(0),
+        probe_draws=probe_draws,
+        clean_correct=clean_correct,
+        censored=state.censored & clean_correct,
+        found_by=np.where(clean_correct, state.found_by, ""),
     )

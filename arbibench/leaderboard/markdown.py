@@ -15,6 +15,7 @@ from typing import Any
 from arbibench.cards import CorruptionCard
 from arbibench.leaderboard.cards import ModelCard, order_families
 from arbibench.leaderboard.deploy import deploy_markdown
+from arbibench.leaderboard.eps_star import eps_star_median_text
 from arbibench.leaderboard.ranking import Board, protocol_size
 
 DASH = "-"
@@ -28,22 +29,6 @@ def _ratio(value: float | None, digits: int = 3) -> str:
     return DASH if value is None else f"{value:.{digits}f}"
 
 
-def eps_star_markdown(card: ModelCard) -> str:
-    """Median eps* with its 95% interval, in 1/255 for Linf (``inf``: more than half the images never fooled)."""
-    if card.median_eps_star is None:
-        return DASH
-    scale, unit = (255.0, "/255") if card.threat_model == "Linf" else (1.0, "")
-
-    def one(v: float | None) -> str:
-        return "inf" if v is None or v == float("inf") else f"{v * scale:.2f}"
-
-    text = f"{one(card.median_eps_star)}{unit}"
-    if card.median_eps_star_ci95 is not None:
-        lo, hi = card.median_eps_star_ci95
-        text += f" [{one(lo)}, {one(hi)}]"
-    return text
-
-
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
@@ -54,7 +39,7 @@ def summary_markdown(board: Board) -> str:
     A model the gradient-masking checks flagged gets a warning sign beside its rank, as on the site."""
     families = board.families
     header = ["rank", "model", "method", "protocol", "ACC", *[f"RS {f}" for f in families], "RS all", "RS_mean all",
-              "AutoAttack", "median eps* [95% CI]", "worst case", "flags"]
+              "AutoAttack", "median eps*, correct images [95% CI]", "worst case", "flags"]
     lines = [_row(header), _row(["---", "---", "---", "---", *["---:"] * (len(header) - 5), "---"])]
     mixed = len(board.sizes) > 1
     for ranked in board.rows:
@@ -73,7 +58,7 @@ def summary_markdown(board: Board) -> str:
             _ratio(card.rs.get("all")),
             _ratio(card.rs_mean.get("all")),
             _pct(aa),
-            eps_star_markdown(card),
+            eps_star_median_text(card),
             _pct(card.worst_case_acc),
             ", ".join(card.flags) or DASH,
         ]))

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from arbibench.cards import shipped_sha256, stale_checkpoint
 from arbibench.leaderboard.cards import ModelCard
+from arbibench.leaderboard.eps_star import eps_star_median_text
 from arbibench.leaderboard.examples import ExampleSet
 from arbibench.leaderboard.figures import FigureFile
 from arbibench.leaderboard.ranking import Board, Ranked, protocol_size, slug
@@ -122,13 +123,6 @@ def _num_cell(value: float | None, text: str, bar: float | None = None) -> str:
     return f"<td class=\"{cls}\" data-value=\"{data}\"{style}>{text}</td>"
 
 
-def eps_star_text(value: float | None, threat_model: str = "Linf") -> str:
-    """A median eps* as the threat model's budgets are read (Linf in 1/255, L2 as is), or a dash when it has none."""
-    if value is None:
-        return NONE
-    return f"{value * 255:.2f}/255" if threat_model == "Linf" else f"{value:.3g}"
-
-
 def masking_mark(card: ModelCard) -> str:
     """A mark beside the rank of a model the gradient-masking checks flagged: its rank may reflect masking."""
     if not card.flags:
@@ -169,7 +163,7 @@ def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_r
     if show_aa:
         cells.append(_num_cell(card.autoattack_acc, pct(card.autoattack_acc)))
     if show_eps_star:
-        cells.append(_num_cell(card.median_eps_star, eps_star_text(card.median_eps_star, card.threat_model)))
+        cells.append(_num_cell(card.eps_star_median[0], eps_star_median_text(card, interval=False)))
     cells.append(_num_cell(card.worst_case_acc, pct(card.worst_case_acc)))
     cells.append(f"<td class=\"flags\" data-value=\"{len(card.flags)}\">{badges(card)}</td>")
     return (f"<tr data-search=\"{esc(search)}\" data-name=\"{esc(card.name)}\" data-size=\"{size}\">"
@@ -203,9 +197,11 @@ def _header(families: list[str], board: Board, show_aa: bool, show_eps_star: boo
         cols.append(("Auto|Attack", "num", "descending", "Robust accuracy (%) under standard AutoAttack "
                      "(RobustBench's headline number).", "aa"))
     if show_eps_star:
-        cols.append(("median|\u03b5*", "num", "descending", "Median over images of the smallest perturbation at "
-                     "which an attack fooled the image (eps*; 0 for images misclassified clean): separates models "
-                     "that all reach 0% at the headline \u03b5.", "eps-star"))
+        cols.append(("median|\u03b5*", "num", "descending", "Median over the correctly classified images of the "
+                     "smallest perturbation at which a verified example fooled the image (eps*): separates models "
+                     "that all reach 0% at the headline \u03b5. \u2264: fooled even at the search's floor "
+                     "(censored); 'all images': an older card's median over every image, misclassified ones at 0.",
+                     "eps-star"))
     cols.append(("Worst|case", "num", "descending", "Robust accuracy (%) under the strongest attack for each "
                  "image: an image counts only if it survives every attack.", "worst"))
     cols.append(("Flags", "num", "descending", "Warnings from the gradient-masking checks; hover for meaning.",
@@ -229,7 +225,7 @@ def _figure(fig: FigureFile, prefix: str = "") -> str:
 def _board_section(board: Board, figures: list[FigureFile]) -> str:
     families = board.families
     show_aa = any(r.card.autoattack_acc is not None for r in board.rows)
-    show_eps_star = any(r.card.median_eps_star is not None for r in board.rows)
+    show_eps_star = any(r.card.eps_star_median[1] is not None for r in board.rows)
     max_rs = max(r.card.rs["all"] for r in board.rows)
     table_id = f"board-{board.key}"
     attacks = ", ".join(f"{esc(a)} <span class=\"none\">({esc(f)})</span>" for a, f in board.attacks)
@@ -410,8 +406,9 @@ def model_html(
     ]
     if card.autoattack_acc is not None:
         kpis.append(("AutoAttack", f"{card.autoattack_acc:.2f}%"))
-    if card.median_eps_star is not None:
-        kpis.append(("median \u03b5*", eps_star_text(card.median_eps_star, card.threat_model)))
+    if card.eps_star_median[1] is not None:
+        correct_only = card.eps_star_median[2]
+        kpis.append(("median \u03b5*" + (", correct images" if correct_only else ""), eps_star_median_text(card)))
     kpi_html = "".join(f"<div class='kpi'><div class='k'>{k}</div><div class='v'>{v}</div></div>" for k, v in kpis)
     notes = ""
     stale = stale_note(card)

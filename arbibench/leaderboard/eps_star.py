@@ -1,0 +1,36 @@
+"""eps* as every table of the leaderboard writes it: the median over the correctly classified images with its 95%
+interval, in 1/255 for Linf, and "<= floor" wherever the search was censored (images fooled even at its floor).
+
+Why one module: the site and the markdown tables must never disagree on what a censored median reads as; a median
+at the search's floor is a bound, not a measurement of the floor. Older cards (before the descent search) only
+hold the median over every image (misclassified ones at 0); their cell says "all images".
+"""
+
+from __future__ import annotations
+
+from arbibench.leaderboard.cards import ModelCard
+
+NONE = "-"
+
+
+def eps_star_value(value: float | None, card: ModelCard) -> str:
+    """One eps* statistic of ``card``: Linf in 1/255 (L2 as is), ``<= floor`` where censored, ``inf`` where the
+    images were not fooled up to eps_max."""
+    scale, unit = (255.0, "/255") if card.threat_model == "Linf" else (1.0, "")
+    if value is None or value == float("inf"):
+        return "inf"
+    found = card.eps_star
+    if found is not None and found.eps_floor is not None and found.is_censored(value):
+        return f"\u2264 {found.eps_floor * scale:.3g}{unit}"
+    return f"{value * scale:.3g}{unit}"
+
+
+def eps_star_median_text(card: ModelCard, interval: bool = True) -> str:
+    """The card's median eps* (and its 95% interval), marked "all images" on an older card; a dash without one."""
+    value, ci95, correct_only = card.eps_star_median
+    if value is None and ci95 is None:
+        return NONE
+    text = eps_star_value(value, card)
+    if interval and ci95 is not None:
+        text += f" [{eps_star_value(ci95[0], card)}, {eps_star_value(ci95[1], card)}]"
+    return text if correct_only else f"{text} (all images)"
