@@ -178,6 +178,30 @@ def test_silent_cluster_address_fails_within_the_connect_timeout() -> None:
     assert f"the Ray cluster at {address} did not accept this driver within 5 s" in result.stdout
 
 
+def test_silent_address_is_refused_before_the_model_and_the_store(tmp_path: Path, data_dir: Path) -> None:
+    """`eval --backend ray` joins the cluster when the backend is opened: a silent address ends the command within
+    the connect timeout (3 s here) plus its start-up, before a model is loaded or a store written."""
+    store = tmp_path / "ray.db"
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        code = ("import sys\nimport arbibench.evaluation.ray_backend as rb\nrb.CONNECT_TIMEOUT_S = 3.0\n"
+                "from arbibench.cli import app\n"
+                f"sys.argv = ['arbibench', 'eval', '-m', 'resnet20_bnn', '-n', '8', '--attacks', 'fgsm', '--store', "
+                f"{str(store)!r}, '--backend', 'ray', '--address', {address!r}]\napp()\n")
+        env = {**os.environ, "ARBIBENCH_DATA": str(data_dir), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+               "RAY_USAGE_STATS_ENABLED": "0", "COLUMNS": "300"}
+        start = time.monotonic()
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        seconds = time.monotonic() - start
+    out = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, out
+    assert f"the Ray cluster at {address} did not accept this driver within 3 s" in out
+    assert "Traceback" not in out and not store.exists()
+    assert seconds < 60, seconds  # generous: 3 s of waiting and the start-up, on a loaded machine
+
+
 def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int], local_store: Path,
                                                  tmp_path: Path, data_dir: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:

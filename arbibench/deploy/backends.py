@@ -15,7 +15,7 @@ import torch
 
 from arbibench.deploy.build import KernelUnavailableError, load_library
 from arbibench.deploy.emulator import emulate_conv
-from arbibench.deploy.kernel import kernel_conv, resolve_isa
+from arbibench.deploy.kernel import MAX_WORDS, kernel_conv, resolve_isa
 from arbibench.deploy.semantics import BinaryConvSpec, Glue
 
 BACKENDS = ("auto", "kernel", "numba", "emulator")
@@ -45,29 +45,38 @@ class Backend:
     conv: Callable[[torch.Tensor, BinaryConvSpec], torch.Tensor]
     note: str = ""  # why this backend and not the kernel, when it is a fallback
     fused: FusedConv | None = None
+    max_words: int | None = None  # the most 64-bit words of one packed patch it holds (None: no limit)
 
 
-def _kernel(threads: int, isa: str) -> Backend:
+def call_threads(threads: int | None) -> int:
+    """The threads of one call: ``threads`` when the deployment fixed them, else torch's at the time of the call, so
+    that ``torch.set_num_threads`` after ``deploy()`` still sets them (one thread under load, not the count at
+    deploy time)."""
+    return max(1, torch.get_num_threads() if threads is None else int(threads))
+
+
+def _kernel(threads: int | None, isa: str) -> Backend:
     chosen = resolve_isa(isa)  # builds and loads the library now, so a failure shows at deploy time
     lib = load_library()
 
     def conv(d: torch.Tensor, spec: BinaryConvSpec) -> torch.Tensor:
-        return kernel_conv(d, spec, threads, isa, lib)
+        return kernel_conv(d, spec, call_threads(threads), isa, lib)
 
     def fused(x: torch.Tensor, spec: BinaryConvSpec, threshold: torch.Tensor | None, residual: torch.Tensor | None,
               glue: Glue | None) -> torch.Tensor:
-        return kernel_conv(x, spec, threads, isa, lib, threshold=threshold, residual=residual, glue=glue)
+        return kernel_conv(x, spec, call_threads(threads), isa, lib, threshold=threshold, residual=residual,
+                           glue=glue)
 
-    return Backend(f"kernel ({chosen})", conv, fused=fused)
+    return Backend(f"kernel ({chosen})", conv, fused=fused, max_words=MAX_WORDS)
 
 
-def _numba(threads: int) -> Backend:
+def _numba(threads: int | None) -> Backend:
     from arbibench.deploy.numba_kernel import check_numba, numba_conv  # start-up: numba is an optional extra
 
     check_numba()  # NumbaUnavailableError when numba is not installed
 
     def conv(d: torch.Tensor, spec: BinaryConvSpec) -> torch.Tensor:
-        return numba_conv(d, spec, threads)
+        return numba_conv(d, spec, call_threads(threads))
 
     return Backend("numba", conv)
 
@@ -76,7 +85,9 @@ def get_backend(name: str = "auto", threads: int | None = None, isa: str = "auto
     """The backend ``name``; ``auto`` falls back kernel -> numba -> emulator, saying so once."""
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
-    n = max(1, torch.get_num_threads() if threads is None else int(threads))
+    if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
+        raise ValueError(f"threads={threads!r}: give a positive count, or None for torch's at each call")
+    n = None if threads is None else int(threads)
     if name == "emulator":
         return Backend("emulator", emulate_conv)
     if name == "kernel":
@@ -91,11 +102,11 @@ def get_backend(name: str = "auto", threads: int | None = None, isa: str = "auto
 
     try:
         backend = _numba(n)
-    except NumbaUnavailableError as e:
+    except NumbaUnavailableError:
         note = (f"deployed inference runs on the torch emulator (same logits, slower): no C kernel "
-                f"({kernel_reason}) and no numba ({e}; pip install 'arbibench[deploy]')")
+                f"({kernel_reason}) and no numba (pip install 'arbibench[deploy]')")
         say_once(note)
         return Backend("emulator", emulate_conv, note)
     note = f"deployed inference runs on numba (same logits, slower than the C kernel): {kernel_reason}"
     say_once(note)
-    return Backend(backend.name, backend.conv, note)
+    return Backend(backend.name, backend.conv, note, max_words=backend.max_words)

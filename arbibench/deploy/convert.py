@@ -10,7 +10,8 @@ What it refuses, with one :class:`DeployError` naming the layer and why, before 
 training mode, not float32 or not on the CPU, or without a binary convolution; a binary convolution with real-valued
 inputs or weights, groups, dilation or a padding mode other than zeros; an activation quantizer with no exact
 comparison form; a kernel quantizer whose output is not ``scale_c * sign`` with one magnitude per output channel; a
-binary linear layer (no preset has one).
+binary linear layer (no preset has one); a binary convolution wider than the chosen backend holds (the C kernel:
+256 words of 64 bits per patch, e.g. a 3x3 kernel over more than 1,813 channels).
 """
 
 from __future__ import annotations
@@ -119,13 +120,23 @@ class DeployedConv2d(nn.Module):
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         if self.backend.fused is not None:
-            return self.backend.fused(x, self.spec, self.sign_threshold(x), residual, self.glue)
-        y = self.backend.conv(self.argument(x).contiguous(), self.spec)
+            if residual is None or self._fits(x, residual):
+                return self.backend.fused(x, self.spec, self.sign_threshold(x), residual, self.glue)
+            # a residual that broadcasts (or is not float32): the kernel computes the convolution and its epilogue,
+            # torch the add and the activation, the same operations in the same order as the other backends
+            y = self.backend.fused(x, self.spec, self.sign_threshold(x), None, None)
+        else:
+            y = self.backend.conv(self.argument(x).contiguous(), self.spec)
         if residual is not None:
             y = y + residual
         if self.act is not None:
             y = self.act(y)
         return y
+
+    def _fits(self, x: torch.Tensor, residual: torch.Tensor) -> bool:
+        """Whether the fused epilogue can add ``residual`` as it is: float32 and exactly the output's shape."""
+        out = (x.shape[0], self.spec.signs.shape[0], *self.spec.output_size(x.shape[-2], x.shape[-1]))
+        return residual.dtype == torch.float32 and tuple(residual.shape) == out
 
     def extra_repr(self) -> str:
         o, c, kh, kw = self.spec.signs.shape
@@ -231,6 +242,31 @@ def _check_model(model: nn.Module) -> None:
         raise DeployError("the model has no binary convolution: nothing to deploy")
 
 
+def _checked_backend(model: nn.Module, backend: str, pad: int, threads: int | None, isa: str) -> Backend:
+    """The backend to deploy ``model`` on, after every refusal: before any copy, and before the first forward."""
+    if pad not in (-1, 0, 1):
+        raise DeployError(f"pad={pad!r}: use 0 (exact zero padding), or +1 / -1 (hardware without zero padding)")
+    _check_model(model)  # before the backend is built or compiled
+    chosen = get_backend(backend, threads, isa)
+    _check_words(model, chosen)  # a layer too wide for the chosen backend, by name
+    return chosen
+
+
+def _check_words(model: nn.Module, backend: Backend) -> None:
+    """DeployError naming the first binary convolution whose packed patch exceeds ``backend``'s word limit."""
+    if backend.max_words is None:
+        return
+    for name, m in model.named_modules():
+        if isinstance(m, BinaryConv2d) and _is_binary(m):
+            o, c, kh, kw = m.weight.shape
+            words = kh * -(-(kw * c) // 64)  # kernel.py's layout: each kernel row's taps in whole 64-bit words
+            if words > backend.max_words:
+                raise DeployError(
+                    f"layer {name}: a {kh}x{kw} kernel over {c} input channels packs into {words} words per patch; "
+                    f"the {backend.name} holds {backend.max_words}: deploy it with backend='numba' or 'emulator'"
+                )
+
+
 def deploy(
     model: nn.Module,
     *,
@@ -244,17 +280,15 @@ def deploy(
 
     ``backend``: ``"kernel"`` (C, compiled on first use), ``"numba"``, ``"emulator"`` (pure torch, the oracle), or
     ``"auto"`` (kernel, else numba, else emulator, said once). ``pad``: 0 for exact zero padding; +1 / -1 for
-    hardware without zero padding (a different network). ``threads``: the kernel's threads (default torch's).
+    hardware without zero padding (a different network). ``threads``: the kernel's threads (default: torch's at each
+    forward, so ``torch.set_num_threads`` after deploying sets them too).
     ``fold_batchnorm``: fold each BatchNorm that only follows a binary convolution into its epilogue (the engines'
     way); False keeps torch's BatchNorm, so power-of-two-scaled presets (bnn, irnet) equal the simulation exactly.
     ``isa``: the kernel's popcount, ``"auto"``, ``"avx512"``, ``"avx2"`` or ``"scalar"``. Where a residual add
     and a hardtanh / PReLU / RPReLU follow a folded BatchNorm, they join the convolution's node (the C kernel
     computes them in its epilogue, the other backends with the same torch operations).
     """
-    if pad not in (-1, 0, 1):
-        raise DeployError(f"pad={pad!r}: use 0 (exact zero padding), or +1 / -1 (hardware without zero padding)")
-    _check_model(model)  # every refusal before any copy, build or compile
-    chosen = get_backend(backend, threads, isa)
+    chosen = _checked_backend(model, backend, pad, threads, isa)
     ref = copy.deepcopy(model)
     try:
         graph = _LeafTracer().trace(ref)

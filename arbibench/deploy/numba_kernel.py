@@ -25,7 +25,8 @@ class NumbaUnavailableError(RuntimeError):
 
 def check_numba() -> None:
     if importlib.util.find_spec("numba") is None:
-        raise NumbaUnavailableError("numba is not installed")
+        raise NumbaUnavailableError("numba is not installed (pip install 'arbibench[deploy]', or choose the kernel "
+                                    "or emulator backend)")
 
 
 def channel_words(bits: np.ndarray) -> np.ndarray:

@@ -104,6 +104,12 @@ def benchmark(
     for a in attacks:  # and an unknown name is one error before the data are read
         if isinstance(a, str):
             canonical_name(a)
+    for a in eps_star:  # eps*'s attacks too: before the evaluation, not after it
+        if isinstance(a, str):
+            try:
+                canonical_name(a)
+            except ValueError as e:
+                raise ValueError(f"eps_star (--eps-star): {e}") from None
     model, name, sha256 = _resolve_model(model, model_name, dataset, model_dir, device)
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     with ExitStack() as owned:

@@ -43,9 +43,12 @@ def user_errors() -> tuple[type[Exception], ...]:
     """What eval, import and the protocol commands report as one line instead of a traceback. A function, not a
     constant: the store's and the downloader's errors live in modules that load torch, which ``--help`` must not."""
     from arbibench.data.download import DownloadError  # start-up: the data package loads torch
+    from arbibench.deploy.build import KernelUnavailableError  # start-up: beside DownloadError
+    from arbibench.deploy.numba_kernel import NumbaUnavailableError  # start-up: as above (numba itself is not loaded)
     from arbibench.evaluation.store import StoreError  # start-up: beside DownloadError, looked up when a command runs
 
-    return (*BASE_ERRORS, DownloadError, StoreError)
+    # the deployed network's backends: no C compiler for --backend kernel, no numba for --backend numba
+    return (*BASE_ERRORS, DownloadError, StoreError, KernelUnavailableError, NumbaUnavailableError)
 
 
 def open_backend(

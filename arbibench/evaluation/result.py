@@ -98,6 +98,7 @@ class BenchmarkResult:
         report["attacks"] = attacks
         return {
             "model": self.model_name,
+            "inference": self.inference,  # simulation or deployed: whose answers decided every outcome
             "dataset": self.dataset,
             "threat_model": self.threat_model,
             "eps": self.eps,
@@ -169,6 +170,7 @@ class BenchmarkResult:
         title = f"{self.model_name} — {self.dataset}, {self.subset}, {self.threat_model} eps={format_eps(self.eps)}"
         if self.grid != "float":
             title += f" on the {self.grid} grid"
+        title += f"; {self.inference} inference"  # a deployed network's run never reads like a simulation's
         t = Table(title=title, title_justify="left")
         t.add_column("attack")
         t.add_column("accuracy", justify="right")

@@ -16,7 +16,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,25 +138,39 @@ class ResultStore:
 
     Several processes may write one store at once (WAL journal, a busy timeout, ``BEGIN IMMEDIATE`` writes): when
     two evaluate the same batch, the second finds it committed and reads it back instead of inserting it twice.
+
+    A store that does not exist yet is created by its first write, not when it is opened: a command refused after
+    opening it (a bad batch size, a model that cannot be deployed, a backend that does not start) leaves no empty
+    file behind. ``read_only=True`` opens an existing store for reading and never changes it (no schema, no WAL
+    switch): for commands that only report what is stored.
     """
 
-    def __init__(self, path: str | os.PathLike[str] = "arbibench.db") -> None:
+    def __init__(self, path: str | os.PathLike[str] = "arbibench.db", *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         if self.path.exists() and self.path.is_dir():
             raise IsADirectoryError(f"result store {self.path} is a directory; pass a file path such as results.db")
         if not self.path.parent.is_dir():
             raise FileNotFoundError(
                 f"the folder of result store {self.path} does not exist (or is not a folder); create it first"
             )
+        if read_only and not self.path.is_file():
+            raise FileNotFoundError(f"no result store at {self.path}: nothing is stored to read (pass the run's "
+                                    "--store)")
+        self._pending = False  # True while the store is an empty one in memory, its file not created yet
+        if read_only:
+            self._conn = self._connect(self._open_read_only)
+        elif self.path.exists():
+            self._conn = self._connect(self._open_file)
+        else:
+            self._pending = True
+            self._conn = sqlite3.connect(":memory:")
+            self._create_schema(self._conn)
+
+    def _connect(self, opener: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
         try:
             with _store_errors(self.path, "open"):
-                self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
-                self.conn.execute("PRAGMA journal_mode=WAL")
-                self.conn.execute("PRAGMA synchronous=FULL")
-                with self._write():
-                    for statement in SCHEMA.split(";"):
-                        if statement.strip():
-                            self.conn.execute(statement)
+                return opener()
         except StoreError:
             raise
         except sqlite3.DatabaseError as e:
@@ -164,9 +178,54 @@ class ResultStore:
                 f"{self.path} is not an arbibench result store ({e}); pass another --store path or move the file."
             ) from e
 
+    def _open_file(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._create_schema(conn)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for statement in SCHEMA.split(";"):  # a table an older store lacks reads as empty, from a temporary table
+            name = statement.split("EXISTS", 1)[-1].split("(", 1)[0].strip()
+            if statement.strip() and name not in present:
+                conn.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+        return conn
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection) -> None:
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection; a store not created yet reads as empty until another process creates its file."""
+        if self._pending and self.path.exists():
+            self._create_file()
+        return self._conn
+
+    def _create_file(self) -> None:
+        """Replace the empty store in memory by the file (created if no other process has): at the first write."""
+        conn = self._connect(self._open_file)
+        self._conn.close()
+        self._conn, self._pending = conn, False
+
     @contextmanager
     def _write(self) -> Iterator[None]:
         """One write transaction, taking the write lock up front so that a concurrent writer waits, not fails."""
+        if self.read_only:
+            raise StoreError(f"result store {self.path} is open read-only: this command only reads it")
+        if self._pending:
+            self._create_file()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -176,7 +235,7 @@ class ResultStore:
         self.conn.commit()
 
     def close(self) -> None:
-        self.conn.close()
+        self._conn.close()
 
     def __enter__(self) -> ResultStore:
         return self
@@ -187,12 +246,18 @@ class ResultStore:
     def register(self, model_hash: str, model_name: str, attack: str, spec: dict[str, Any]) -> str:
         """Create (or find) the evaluation for ``spec`` and return its key."""
         key = evaluation_key(model_hash, spec)
+        if self.read_only:  # reading needs only the key; the evaluation is stored or its batches are missing
+            return key
         with _store_errors(self.path, "write"), self._write():
             self.conn.execute(
                 "INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?, ?)",
                 (key, model_hash, model_name, attack, json.dumps(spec, sort_keys=True), time.time()),
             )
         return key
+
+    def model_names(self) -> set[str]:
+        """The names of the models with at least one evaluation stored."""
+        return {r[0] for r in self.conn.execute("SELECT DISTINCT model_name FROM evaluations")}
 
     def has_batch(self, eval_key: str, batch_index: int) -> bool:
         """Whether the batch is committed (by this process or another one writing the same store)."""

@@ -207,12 +207,20 @@ def _on_grid(protocol: Protocol | CorruptionProtocol, grid: str) -> Protocol | C
         fail(ValueError(f"--grid {grid}: {e}"))
 
 
+def _named_models(models: str) -> list[str]:
+    """The names of a comma-separated ``--models``; one that names none (``,``) is refused, not an empty table."""
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    if not names:
+        fail(ValueError(f"--models {models!r} names no model; pass zoo names, e.g. --models resnet20_bnn"))
+    return names
+
+
 def _protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[str]:
     """The names of ``--models``: a comma-separated list, or 'all' present checkpoints of ``dataset``."""
     from arbibench.models.zoo import zoo_rows  # start-up: the zoo loads torch
 
     if models.strip() != "all":
-        return [m.strip() for m in models.split(",") if m.strip()]
+        return _named_models(models)
     names = [r["name"] for r in zoo_rows(model_dir) if r["dataset"] == dataset and r["present"]]
     if not names:
         fail(ValueError(f"no {dataset} checkpoints present; pass --model-dir or --models"))
@@ -278,7 +286,7 @@ def protocol_report(
     readme_text = _read_readme(readme, markdown) if readme is not None else None
     left_out: dict[str, str] = {}
     try:
-        with ResultStore(store) as db:
+        with ResultStore(store, read_only=stored_only) as db:  # --stored-only computes nothing and writes nothing
             if stored_only:
                 results = _stored_results(protocol, names, db, left_out, data_dir, model_dir, device)
             else:
@@ -328,7 +336,14 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
     from arbibench.protocol.run import run_protocol  # start-up: as above
 
     results: list[ModelEvaluation] = []
+    stored = db.model_names()
+    if not stored:
+        raise ValueError(f"{db.path} holds no evaluation: nothing to report (pass the --store of `protocol run`)")
     for model_name in names:
+        if model_name not in stored:  # nothing stored: left out at once, without loading and checking the model
+            left_out[model_name] = f"{model_name}: nothing stored in {db.path}"
+            console.print(f"left out {left_out[model_name]}")
+            continue
         try:
             results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
                                     device=device, console=console, backend=StoredOnlyBackend())
@@ -549,10 +564,11 @@ def protocol_deploy_check(
     """Does robustness measured on the float simulation hold for the deployed, bit-packed BNN? Clean agreement,
     the share of the simulation's adversarial examples that fool the deployed network, and Square/HSJA/RayS run
     against each (arbibench.protocol.deploy_check)."""
+    from arbibench.deploy import get_backend  # start-up: the deployed network loads torch
     from arbibench.files import atomic_write_json  # start-up: --help stays light
     from arbibench.models.methods import get_method  # start-up: the presets load torch
     from arbibench.models.zoo import ZOO  # start-up: the zoo loads torch
-    from arbibench.protocol.deploy_check import run_deploy_check  # start-up: loads torch
+    from arbibench.protocol.deploy_check import check_attacks, run_deploy_check  # start-up: loads torch
     from arbibench.protocol.presets import Protocol  # start-up: as above
 
     protocol = _protocol(name, quick)
@@ -562,8 +578,13 @@ def protocol_deploy_check(
         names = [n for n, e in ZOO.items() if e.dataset == protocol.dataset and e.shipped
                  and get_method(e.method).is_binary]
     else:
-        names = [m.strip() for m in models.split(",") if m.strip()]
-    chosen = [a.strip() for a in attacks.split(",")] if attacks else None
+        names = _named_models(models)
+    chosen = None if attacks is None else [a.strip() for a in attacks.split(",") if a.strip()]
+    try:  # a misspelt attack or a backend this machine lacks: refused before any model is loaded
+        check_attacks(protocol, chosen)
+        get_backend(backend)
+    except user_errors() as e:
+        fail(e)
     table = Table("model", "clean agreement", "pad=+1 agreement", "transfer to deployed (min share)",
                   "direct: deployed - simulation ACC*")
     for model_name in names:
@@ -628,13 +649,14 @@ def protocol_progress_command(
     protocol = _protocol(name, quick)
     if not isinstance(protocol, Protocol):
         fail(ValueError(f"{name!r} has no attack evaluations to count; use cifar10, cifar10-l2, imagenet, imagenet-l2"))
+    names = _named_models(models)
     if not store.is_file():
         fail(FileNotFoundError(f"no store at {store}: the run has not started (or pass its --store)"))
     table = Table("model", "batches done", "hours so far", "hours left (projected)", "not started")
     details = []
     try:
-        with ResultStore(store) as db:
-            for model in [m.strip() for m in models.split(",") if m.strip()]:
+        with ResultStore(store, read_only=True) as db:  # progress only reads: the run's store stays as it was
+            for model in names:
                 p = protocol_progress(protocol, model, db, data_dir=data_dir, inference=inference,
                                       model_info=model_info)
                 hours, unknown = p.hours_left()

@@ -37,7 +37,7 @@ from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.metrics import wilson_interval
 from arbibench.evaluation.surrogates import attack_for_target
 from arbibench.models.zoo import load_model
-from arbibench.protocol.presets import Protocol
+from arbibench.protocol.presets import AttackSpec, Protocol
 from arbibench.protocol.run import protocol_subsets
 
 DIRECT_ATTACKS = ("square", "hsja", "rays")
@@ -180,6 +180,20 @@ def direct_attack(
                         (est.value, est.low, est.high))
 
 
+def check_attacks(protocol: Protocol, attacks: Sequence[str] | None) -> list[AttackSpec]:
+    """The attacks of ``protocol`` named in ``attacks`` (None: all of them); a ValueError names any it lacks, so a
+    misspelt name is refused before the clean pass, not after it."""
+    if attacks is not None and not attacks:
+        raise ValueError(f"no attack named; pass attacks of {protocol.label}: "
+                         f"{', '.join(s.name for s in protocol.attacks)}")
+    chosen = [s for s in protocol.attacks if attacks is None or s.name in attacks]
+    if attacks is not None and len(chosen) != len(set(attacks)):
+        known = ", ".join(s.name for s in protocol.attacks)
+        raise ValueError(f"attacks {sorted(set(attacks) - {s.name for s in chosen})} are not in {protocol.label}; "
+                         f"its attacks: {known}")
+    return chosen
+
+
 def run_deploy_check(
     model_name: str,
     protocol: Protocol,
@@ -192,6 +206,7 @@ def run_deploy_check(
 ) -> DeployCheck:
     """Measure (a), (b) and (c) for a zoo BNN on ``protocol``'s images (white-box images for (a), black-box images
     for (b) and (c)); ``clean_images`` also measures (a) on the first N test images (10,000: the whole test set)."""
+    chosen = check_attacks(protocol, attacks)  # before any model is loaded or deployed
     simulation = load_model(model_name, dataset=protocol.dataset)
     deployed_net = deploy(simulation, backend=backend)
     padded = deploy(simulation, backend=backend, pad=1)
@@ -213,11 +228,6 @@ def run_deploy_check(
         check.clean.append(clean_agreement(simulation, deployed_net, xt, yt, variant))
     both = (_logits(simulation, xb, 500).argmax(1) == yb) & (_logits(deployed_net, xb, 500).argmax(1) == yb)
     xa, ya = xb[both], yb[both]
-    chosen = [s for s in protocol.attacks if attacks is None or s.name in attacks]
-    if attacks is not None and len(chosen) != len(set(attacks)):
-        known = ", ".join(s.name for s in protocol.attacks)
-        raise ValueError(f"attacks {sorted(set(attacks) - {s.name for s in chosen})} are not in {protocol.label}; "
-                         f"its attacks: {known}")
     for spec in chosen:
         log(f"{model_name}: {spec.name} against the simulation, {len(ya)} images")
         check.transfer.append(transfer_to_deployed(simulation, deployed_net, model_name, spec.name, spec.family,
