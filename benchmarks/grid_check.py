@@ -5,7 +5,7 @@ steps) at Linf 1, 2, 4 and 8/255 in float and on the uint8 grid, ACC* of each wi
 difference grid - float (bootstrap over images), and the share of float adversarial examples that still fool once
 rounded to 8 bits. The same numbers as ``arbibench protocol grid-check --json``, plus the machine and the seconds.
 
-    .venv/bin/python benchmarks/grid_check.py --threads 1 -n 500 --out docs/measurements/grid_check.json
+    .venv/bin/python benchmarks/grid_check.py --threads 1 -n 300 --out docs/measurements/grid_check.json
 """
 
 from __future__ import annotations
