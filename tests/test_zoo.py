@@ -13,7 +13,7 @@ from arbibench.cli import app
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.inputs import clean_accuracy
 from arbibench.models.architectures import build_model
-from arbibench.models.markdown import goal_status, recipe_summary, training_time
+from arbibench.models.markdown import goal_status, paper_status, recipe_summary, training_time
 from arbibench.models.methods import METHODS
 from arbibench.models.zoo import (
     CHECKPOINT_DIR,
@@ -266,22 +266,29 @@ def test_zoo_table_has_one_row_per_shipped_card_with_its_accuracy_recipe_and_goa
         if card["recipe"].get("teacher") and not card["recipe"].get("adversarial"):
             assert f"kd: {card['recipe']['epochs']} epochs" in line
     fp = rows["resnet20_fp"]
-    assert "20 epochs from scratch" in fp and fp.endswith("| - |")  # no goal for the FP twin
+    assert "epochs from scratch" in fp and "91.25% (paper)" in fp  # He et al.'s figure and the FP twin's goal
+    assert fp.endswith(f"| {goal_status(load_card('resnet20_fp'))} |") and ">= 91.5%" in fp
+    assert "| no CIFAR-10 figure |" in rows["resnet20_reactnet"]  # ReActNet reports ImageNet only
+    assert rows["resnet20_fp_at"].endswith("| - | - |")  # adversarially trained: no paper figure, no goal
     bad = runner.invoke(app, ["zoo", "table", "--dataset", "mnist"])
     assert bad.exit_code == 2 and "unknown dataset 'mnist'" in bad.output and "cifar10" in bad.output
 
 
 def test_zoo_table_goal_and_recalibration_wording():
-    card = {"method": "bireal", "clean_acc": 0.7551, "clean_acc_before_bn_recalibration": 0.7077,
+    card = {"name": "resnet20_bireal", "method": "bireal", "clean_acc": 0.7551,
+            "clean_acc_before_bn_recalibration": 0.7077,
             "recipe": {"epochs": 12, "step1_epochs": 3, "optimizer": "adam", "lr": 1e-3, "schedule": "cosine",
                        "init_from": "resnet20_fp", "teacher": "resnet20_fp", "bn_recalibration_batches": 100,
                        "bn_recalibration_augment": True}}
     assert recipe_summary(card) == ("kd: 12 epochs (3 + 9) from `resnet20_fp`, distilled from `resnet20_fp`, adam lr "
                                     "0.001, cosine per step, BN re-estimated on 100 augmented batches (70.77% before)")
-    assert goal_status(card) == ">= 82%: 6.49 points short"
-    assert goal_status({**card, "clean_acc": 0.82}) == ">= 82%: met"
-    assert goal_status({**card, "method": "bnn"}) == ">= 76%: 0.49 points short"
-    assert goal_status({**card, "method": "fp"}) == "-"
+    assert goal_status(card) == ">= 85%: 9.49 points short"
+    assert goal_status({**card, "clean_acc": 0.85}) == ">= 85%: met"
+    assert goal_status({**card, "name": "resnet20_bnn"}) == ">= 80%: 4.49 points short"
+    assert goal_status({**card, "name": "resnet20_fp", "clean_acc": 0.9}) == ">= 91.5%: 1.50 points short"
+    assert goal_status({**card, "name": "resnet20_fp_at"}) == "-"
+    assert paper_status({**card, "name": "resnet20_irnet"}) == "86.50% (official code), -11.00 points"
+    assert paper_status(card) == "no CIFAR-10 figure"
     # a long run: how many of its epochs ran and which one the held-out images picked
     long_run = {**card, "recipe": {**card["recipe"], "epochs": 60, "step1_epochs": 0, "lr": 5e-4,
                                    "init_from": "resnet20_bireal", "bn_recalibration_batches": 0},

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from arbibench.files import atomic_write_text
-from arbibench.models.markdown import goal_status, zoo_markdown
+from arbibench.models.markdown import goal_status, paper_status, zoo_markdown
 from arbibench.terminal import USER_ERRORS, console, fail
 
 zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
@@ -39,7 +39,7 @@ def zoo_list(
     except USER_ERRORS as e:
         fail(e)
     table = Table(title="arbibench model zoo")
-    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "goal",
+    for col in ("name", "dataset", "method", "source", "backbone", "params", "clean accuracy", "paper", "goal",
                 "checkpoint present", "result cards"):
         table.add_column(col, no_wrap=col == "name")
     for row in rows:
@@ -50,15 +50,17 @@ def zoo_list(
             present = "yes (user file)" if row["present"] else "not shipped"
         if row["source"] != "arbibench":
             present = "yes (imported)" if row["present"] else "[red]missing[/]"
-        goal = goal_status(row) if row["source"] == "arbibench" and row["dataset"] == "cifar10" else "-"
+        ours = row["source"] == "arbibench" and row["dataset"] == "cifar10"
+        goal, paper = (goal_status(row), paper_status(row)) if ours else ("-", "-")
         table.add_row(
-            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, goal,
-            present, cards.get(row["name"], "-"),
+            row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, paper,
+            goal, present, cards.get(row["name"], "-"),
         )
     console.print(table)
     console.print(
         "clean accuracy: on the 10,000 test images, from each model card (imported models: on the first test "
-        "images of the import check). goal: the zoo v3 clean-accuracy goal of a standard-trained CIFAR-10 BNN. "
+        "images of the import check). paper: the method's own published CIFAR-10 figure for the backbone and the gap "
+        "(docs/paper-recipes.md has the sources). goal: the zoo's clean-accuracy goal for a standard-trained model. "
         "source: arbibench's zoo, or the paper whose checkpoint was imported."
     )
 

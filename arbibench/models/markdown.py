@@ -18,12 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from arbibench.models.pins import PIN_FILE, read_pins
-
-# The zoo's clean-accuracy goal on the 10,000 CIFAR-10 test images after its zoo v3 budget (60 more epochs for the
-# first four methods, 30 for the last three): the methods whose papers report 84-87% for ResNet-20 >= 82%, XNOR-Net++
-# >= 78%, and the plain sign methods >= 76%.
-ACCURACY_GOAL: dict[str, float] = {"reactnet": 0.82, "bireal": 0.82, "irnet": 0.82, "xnorpp": 0.78, "bnn": 0.76,
-                                   "xnor": 0.76, "dorefa": 0.76}
+from arbibench.models.published import published_figure
 
 
 def _start(init_from: str | None) -> str:
@@ -68,12 +63,25 @@ def recipe_summary(card: dict[str, Any]) -> str:
 
 
 def goal_status(card: dict[str, Any]) -> str:
-    """">= 82%: met" or ">= 82%: 1.38 points short" for a standard-trained CIFAR-10 zoo card; "-" where no goal."""
-    goal = ACCURACY_GOAL.get(card.get("method", ""))
-    if goal is None or card.get("training") == "adversarial" or card.get("clean_acc") is None:
+    """">= 85%: met" or ">= 85%: 1.38 points short" for a standard-trained CIFAR-10 zoo card (the goals of
+    :mod:`arbibench.models.published`); "-" where no goal."""
+    figure = published_figure(card.get("name", ""))
+    if figure is None or card.get("training") == "adversarial" or card.get("clean_acc") is None:
         return "-"
-    gap = 100 * (goal - card["clean_acc"])
-    return f">= {100 * goal:.0f}%: met" if gap <= 0 else f">= {100 * goal:.0f}%: {gap:.2f} points short"
+    gap = 100 * (figure.goal - card["clean_acc"])
+    return f">= {100 * figure.goal:g}%: met" if gap <= 0 else f">= {100 * figure.goal:g}%: {gap:.2f} points short"
+
+
+def paper_status(card: dict[str, Any]) -> str:
+    """The paper's own CIFAR-10 figure for the model and the gap ("86.50% (official code), -8.15 points"), "no
+    CIFAR-10 figure" where the paper has none, "-" for a model without a paper figure on record."""
+    figure = published_figure(card.get("name", ""))
+    if figure is None or card.get("training") == "adversarial":
+        return "-"
+    if figure.acc is None:
+        return "no CIFAR-10 figure"
+    gap = figure.gap(card["clean_acc"]) if card.get("clean_acc") is not None else None
+    return f"{100 * figure.acc:.2f}% ({figure.kind})" + ("" if gap is None else f", {100 * gap:+.2f} points")
 
 
 def shipped_cards(model_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -95,8 +103,8 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
     if dataset not in datasets:
         raise ValueError(f"unknown dataset {dataset!r}; datasets with shipped models: {', '.join(datasets)}")
     lines = [
-        "| model | method | clean accuracy, 10,000 test images | first 500 | training | recipe | goal |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| model | method | clean accuracy, 10,000 test images | first 500 | training | recipe | paper | goal |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, card in cards.items():
         if card.get("dataset") != dataset:
@@ -110,6 +118,7 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
             "-" if first500 is None else f"{100 * first500:.1f}%",
             training_time(card),
             recipe_summary(card),
+            paper_status(card),
             goal_status(card),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -127,11 +136,9 @@ def _last_run(card: dict[str, Any]) -> str:
     if not r:
         return "-"
     val = card.get("validation")
-    if val:
-        kind = f"zoo v3: {val['epochs_run']} of {r['epochs']} epochs"
-    else:
-        kind = ("adversarial" if r.get("adversarial") else "kd" if r.get("teacher") else "fine-tune")
-        kind += f": {r['epochs']} epochs"
+    kind = ("paper recipe" if r.get("sources") else "adversarial" if r.get("adversarial")
+            else "kd" if r.get("teacher") else "fine-tune")
+    kind += f": {val['epochs_run']} of {r['epochs']} epochs" if val else f": {r['epochs']} epochs"
     took = training_time(card)
     return f"{kind} {_start(r.get('init_from'))}" + ("" if took == "-" else f", {took}")
 
@@ -153,11 +160,12 @@ def training_time(card: dict[str, Any]) -> str:
 def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:
     """README's short zoo table: each shipped model's accuracy, goal, its last training run and the machine it ran
     on (LEADERBOARD.md's zoo table has the full recipes)."""
-    lines = ["| model | clean accuracy, 10,000 test images | goal | its last training run | trained on |",
-             "| --- | ---: | --- | --- | --- |"]
+    lines = ["| model | clean accuracy, 10,000 test images | paper | goal | its last training run | trained on |",
+             "| --- | ---: | --- | --- | --- | --- |"]
     for name, card in shipped_cards(model_dir).items():
         if card.get("dataset") != dataset:
             continue
-        lines.append(f"| `{name}` | {_accuracy(card)} | {goal_status(card)} | {_last_run(card)} | "
+        lines.append(f"| `{name}` | {_accuracy(card)} | {paper_status(card)} | {goal_status(card)} | "
+                     f"{_last_run(card)} | "
                      f"{card.get('trained_on', 'not recorded').replace(', 1 threads', ', 1 thread')} |")
     return "\n".join(lines) + "\n"

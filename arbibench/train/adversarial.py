@@ -20,7 +20,7 @@ def fgsm_random_start(
     """Wong et al.'s training example: one signed-gradient step of size ``step`` from a uniform start in the Linf
     ball, projected back onto the ball and [0, 1]. The model stays in its current (training) mode, as in the paper.
     """
-    delta = (torch.rand(x.shape, generator=gen) * 2 - 1).mul_(eps)
+    delta = (torch.rand(x.shape, generator=gen) * 2 - 1).mul_(eps).to(x.device)  # drawn on the CPU on every device
     delta = ((x + delta).clamp_(0, 1) - x).requires_grad_(True)
     (grad,) = torch.autograd.grad(F.cross_entropy(model(x + delta), y), delta)
     delta = (delta.detach() + step * grad.sign()).clamp_(-eps, eps)
@@ -30,7 +30,8 @@ def fgsm_random_start(
 def robust_check(model: nn.Module, x: np.ndarray, y: np.ndarray, eps: float, seed: int = 0) -> float:
     """PGD-10 accuracy at Linf ``eps`` of the deployed (eval-mode) model: the catastrophic-overfitting check."""
     model.eval()
-    xb, yb = torch.from_numpy(x).float().div_(255), torch.from_numpy(y).long()
+    device = next(model.parameters()).device
+    xb, yb = torch.from_numpy(x).to(device).float().div_(255), torch.from_numpy(y).to(device).long()
     x_adv = PGD(steps=10)(model, xb, yb, Linf(eps), torch.Generator().manual_seed(seed))
     with torch.no_grad():
         accuracy: float = (model(x_adv).argmax(1) == yb).float().mean().item()

@@ -21,7 +21,7 @@ from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, sha256_file
 
 def atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
     fault_point("checkpoint.write")  # crash tests kill here (arbibench.faults)
     os.replace(tmp, path)
 

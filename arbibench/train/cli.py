@@ -10,7 +10,9 @@ import typer
 import arbibench.train as training
 from arbibench.faults import fault_point
 from arbibench.terminal import USER_ERRORS, console, fail
+from arbibench.train import side_by_side
 from arbibench.train.recipes import KD_BN_BATCHES
+from arbibench.train.side_by_side import EXIT_TIME_LIMIT
 
 
 def train_errors() -> tuple[type[Exception], ...]:
@@ -33,7 +35,9 @@ def train(
         "twin (binary activations first, then binary weights; ReActNet's distributional loss); at: fast adversarial "
         "training at Linf 8/255 (FGSM from a random start) into <arch>_<method>_at, a BNN distilled from "
         "<arch>_fp_at, PGD-10 checked after every epoch; long: continue the shipped <arch>_<method> for its epoch "
-        "budget (60 or 30), the epoch picked on the last 5,000 training images, stopping after 8 without a better one.",
+        "budget (60 or 30), the epoch picked on the last 5,000 training images, stopping after 8 without a better one; "
+        "paper: the method's own paper's CIFAR-10 recipe at full length (200-400 epochs: for a GPU), every choice "
+        "cited in the card.",
     ),
     epochs: int | None = typer.Option(None, help="Epochs; default: the method's CPU recipe."),
     out: Path = typer.Option(
@@ -56,7 +60,23 @@ def train(
     patience: int | None = typer.Option(
         None, help="With --val-examples: stop after this many epochs without a better validation accuracy (0: never)."
     ),
-    paper: bool = typer.Option(False, help="Use the long paper-length schedule (for a GPU)."),
+    paper: bool = typer.Option(
+        False, help="The recipe's schedule stretched to the papers' epoch counts (for a GPU); the papers' own "
+        "recipes are --recipe paper."),
+    device: str = typer.Option(
+        "cpu", help="cpu, cuda or cuda:N. On a GPU the training set and held-out split stay there as uint8 and the "
+        "augmentation runs there; the final checkpoint is measured on the CPU in float32 either way."),
+    models: str | None = typer.Option(
+        None, help="Train several models side by side on --device, one process each (zoo names, e.g. "
+        "resnet20_fp,resnet20_bnn; replaces --arch/--method); each logs to OUT/<name>.log."),
+    autocast: str | None = typer.Option(
+        None, help="bf16: training steps under bfloat16 autocast (held-out, BatchNorm and test measurements stay "
+        "float32); not part of the recipe."),
+    compile_mode: str = typer.Option(
+        "default", help="With --compile: default, reduce-overhead (CUDA graphs) or max-autotune."),
+    time_limit: float | None = typer.Option(
+        None, help="Minutes: stop after the last epoch that ends within them (checkpointed; exit status 3); the same "
+        "command resumes. For machines lent in slices."),
     channels_last: bool = typer.Option(
         False, help="Compute in the channels_last memory layout (faster for some BNNs on some CPUs: measure with "
         "benchmarks/train_throughput.py --layouts); the same arithmetic, so not part of the recipe."
@@ -77,6 +97,17 @@ def train(
 
     Rerunning the same command resumes from the last finished epoch.
     """
+    if models is not None:
+        _train_side_by_side(models, out, device, _shared_options(locals()))
+        return
+    from arbibench.train.execution import Execution, TimeLimitReached  # start-up: execution loads torch
+
+    try:
+        execution = Execution(device=device, channels_last=channels_last, compile_model=compile_model,
+                              compile_mode=compile_mode, autocast=autocast,
+                              time_limit_s=None if time_limit is None else time_limit * 60)
+    except ValueError as e:
+        fail(e)
     # The recipe and the training loop are looked up on the module, so a test can shrink them to test size.
     try:
         recipe = training.default_recipe(method, paper=paper, kind=recipe_kind)
@@ -101,8 +132,10 @@ def train(
     name = f"{arch}_{method}{training.AT_SUFFIX if recipe.adversarial else ''}"
     run_dir = out / name
     try:
-        summary = training.train(recipe, run_dir, data_dir, log=console.log, channels_last=channels_last,
-                                 compile_model=compile_model)
+        summary = training.train(recipe, run_dir, data_dir, log=console.log, execution=execution)
+    except TimeLimitReached as stop:
+        console.print(f"[bold]{name}[/]: {stop}")
+        raise typer.Exit(EXIT_TIME_LIMIT) from None
     except train_errors() as e:
         fail(e)
     console.print(
@@ -120,6 +153,50 @@ def train(
         except train_errors() as e:
             fail(e)
         console.print(f"exported {card}")
+
+
+# The options every member of a side-by-side group gets (``--models``), as this command spells them.
+_SHARED = {
+    "recipe_kind": "--recipe", "epochs": "--epochs", "out": "--out", "init_from": "--init-from", "seed": "--seed",
+    "step1_epochs": "--step1-epochs", "lr": "--lr", "val_examples": "--val-examples", "patience": "--patience",
+    "device": "--device", "autocast": "--autocast", "compile_mode": "--compile-mode", "time_limit": "--time-limit",
+    "data_dir": "--data-dir", "zoo_dir": "--zoo-dir",
+}
+_SHARED_FLAGS = {"paper": "--paper", "channels_last": "--channels-last", "compile_model": "--compile",
+                 "export": "--export"}
+
+
+def _shared_options(values: dict[str, Any]) -> list[str]:
+    """The command's own options, as arguments for each member's process."""
+    args: list[str] = []
+    for key, flag in _SHARED.items():
+        if values[key] is not None:
+            args += [flag, str(values[key])]
+    return args + [flag for key, flag in _SHARED_FLAGS.items() if values[key]]
+
+
+def _train_side_by_side(names: str, out: Path, device: str, shared: list[str]) -> None:
+    """``--models``: each model in its own process on ``device``; one line per model at the end."""
+    from arbibench.models.architectures import ARCHITECTURES  # start-up: the model registry loads torch
+    from arbibench.models.methods import METHODS
+
+    try:
+        members = side_by_side.parse_members(names, out, set(ARCHITECTURES), set(METHODS))
+    except ValueError as e:
+        fail(e)
+    console.print(f"training {', '.join(m.name for m in members)} side by side on {device}; logs: "
+                  f"{', '.join(str(m.log) for m in members)}")
+    status = side_by_side.run_side_by_side(members, shared, device, report=console.log)
+    for m in members:
+        code = status[m.name]
+        word = {0: "finished", EXIT_TIME_LIMIT: "stopped at the time limit (run again to resume)"}.get(
+            code, f"failed (exit {code}; see {m.log})")
+        console.print(f"[bold]{m.name}[/]: {word}")
+    failed = [c for c in status.values() if c not in (0, EXIT_TIME_LIMIT)]
+    if failed:
+        raise typer.Exit(1)
+    if any(c == EXIT_TIME_LIMIT for c in status.values()):
+        raise typer.Exit(EXIT_TIME_LIMIT)
 
 
 def _continuation_is_better(name: str, summary: dict[str, Any], zoo_dir: Path | None) -> bool:

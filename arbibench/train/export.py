@@ -21,6 +21,7 @@ from arbibench.files import atomic_write, atomic_write_json, sha256_file
 from arbibench.machine import describe
 from arbibench.models.architectures import build_model
 from arbibench.models.methods import get_method
+from arbibench.models.published import published_figure
 from arbibench.models.zoo import CHECKPOINT_DIR
 from arbibench.nn.layers import count_binary_layers
 
@@ -89,6 +90,10 @@ def export_checkpoint(
         card["robust_check"] = summary["robust_check"]
     if "validation" in summary:  # held-out selection: split, rule, best epoch, whether the start had seen it
         card["validation"] = summary["validation"]
+    figure = published_figure(name)
+    if figure is not None and not recipe.get("adversarial"):  # the paper's own figure, its source, the gap
+        gap = figure.gap(summary["clean_acc"])
+        card["published"] = {**figure.as_card(), "gap": None if gap is None else round(gap, 4)}
     card_path = zoo / f"{name}.json"
     card["previous_versions"] = _previous_versions(card_path, card["sha256"])
     atomic_write_json(card, card_path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -31,11 +32,11 @@ from arbibench.models.architectures import build_model
 from arbibench.models.layout import in_layout
 from arbibench.models.zoo import sha256_file
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
-from arbibench.nn.quantizers import ScheduledSign, set_training_progress
+from arbibench.nn.quantizers import EDESign, ScheduledSign, set_training_progress
 from arbibench.nn.scalings import LearnedScaleSign
 from arbibench.train import accuracy
 from arbibench.train.adversarial import catastrophic_overfitting_check, fgsm_random_start, robust_check
-from arbibench.train.augmentation import augment
+from arbibench.train.augmentation import apply_augmentation, draw_augmentation
 from arbibench.train.batchnorm import recalibrate_batchnorm, recalibration_images
 from arbibench.train.checkpoints import (
     atomic_save_tensors,
@@ -44,6 +45,7 @@ from arbibench.train.checkpoints import (
     load_optimizer,
     optimizer_tensors,
 )
+from arbibench.train.execution import Execution, TimeLimitReached
 from arbibench.train.recipes import ADVERSARIAL_KINDS, Recipe, check_counts, learning_rate, stage_method
 from arbibench.train.selection import best_val_epoch, split_validation, validation_optimistic
 
@@ -67,16 +69,22 @@ def latent_binary_weights(model: nn.Module) -> list[torch.Tensor]:
 
 
 def make_optimizer(recipe: Recipe, model: nn.Module, epoch: int) -> torch.optim.Optimizer:
-    """The recipe's optimiser for the step ``epoch`` belongs to (step 2: no weight decay on latent binary weights)."""
-    latent = {id(p) for p in latent_binary_weights(model)} if epoch >= recipe.step1_epochs > 0 else set()
-    decay = [p for p in model.parameters() if id(p) not in latent]
-    groups: list[dict[str, Any]] = [{"params": decay, "weight_decay": recipe.weight_decay}]
-    if latent:  # weight decay would pull the latent weights' signs towards flipping
-        groups.append({"params": [p for p in model.parameters() if id(p) in latent], "weight_decay": 0.0})
+    """The recipe's optimiser for the step ``epoch`` belongs to (step 2: no weight decay on latent binary weights).
+    On a GPU the fused kernels (one launch for every parameter) compute the same update."""
+    step2 = epoch >= recipe.step1_epochs > 0
+    latent = {id(p) for p in latent_binary_weights(model)} if step2 else set()
+    # ReActNet decays convolution kernels only; every other recipe decays every parameter
+    spared = {id(p) for p in model.parameters() if p.dim() != 4} if recipe.weight_decay_scope == "conv" else set()
+    wd = recipe.step2_weight_decay if step2 and recipe.step2_weight_decay is not None else recipe.weight_decay
+    decay = [p for p in model.parameters() if id(p) not in latent | spared]
+    groups: list[dict[str, Any]] = [{"params": decay, "weight_decay": wd}]
+    if latent | spared:  # weight decay would pull the latent weights' signs towards flipping
+        groups.append({"params": [p for p in model.parameters() if id(p) in latent | spared], "weight_decay": 0.0})
+    fused = True if next(model.parameters()).device.type == "cuda" else None
     if recipe.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=recipe.lr, momentum=0.9, nesterov=True)
+        return torch.optim.SGD(groups, lr=recipe.lr, momentum=0.9, nesterov=recipe.nesterov, fused=fused)
     if recipe.optimizer == "adam":
-        return torch.optim.Adam(groups, lr=recipe.lr, foreach=True)
+        return torch.optim.Adam(groups, lr=recipe.lr, fused=fused, foreach=None if fused else True)
     raise ValueError(f"unknown optimizer {recipe.optimizer!r}; use 'sgd' or 'adam'")
 
 
@@ -90,6 +98,14 @@ def memory_layout(model: nn.Module, channels_last: bool) -> nn.Module:
     faster for some BNNs on some CPUs and slower for others (``benchmarks/train_throughput.py --layouts``). The
     arithmetic is the same up to the order of float sums, so a run may resume in the other layout."""
     return in_layout(model, channels_last) if channels_last else model
+
+
+def schedule_ede(model: nn.Module, recipe: Recipe) -> None:
+    """Start IR-Net's EDE temperature where the recipe says (the official ResNet-20 W1/A1 code: 1e-3)."""
+    if recipe.ede_t_min is not None:
+        for m in model.modules():
+            if isinstance(m, EDESign):
+                m.t_min = recipe.ede_t_min
 
 
 def has_schedule(model: nn.Module) -> bool:
@@ -122,6 +138,23 @@ class _Data:
             x_train, y_train = x_train[: recipe.train_examples], y_train[: recipe.train_examples]
         return cls(x_train, y_train, x_val, y_val, x_test[:eval_examples], y_test[:eval_examples], x_check, y_check)
 
+    def resident(self, device: torch.device) -> _Resident:
+        """The training and held-out images on ``device`` (uint8, copied once for the whole run)."""
+        def put(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(a).to(device)
+
+        return _Resident(put(self.x_train), put(self.y_train).long(), put(self.x_val), put(self.y_val).long())
+
+
+@dataclass
+class _Resident:
+    """The images every epoch reads, where the model computes (on a GPU: 150 MB of uint8, never sent again)."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+
 
 @dataclass
 class _Run:
@@ -138,8 +171,7 @@ class _Run:
     epoch_seconds: list[dict[str, Any]] = field(default_factory=list)
     init_sha256: str | None = None
     validation: dict[str, Any] | None = None
-    channels_last: bool = False
-    compile_model: bool = False
+    execution: Execution = field(default_factory=Execution)
     forward: Callable[[torch.Tensor], torch.Tensor] | None = None  # the compiled training forward, when compiled
 
 
@@ -169,17 +201,17 @@ def _read_state(out: Path, recipe: Recipe) -> dict[str, Any] | None:
 
 
 def _start(
-    recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable[[str], object], channels_last: bool,
-    compile_model: bool,
+    recipe: Recipe, out: Path, meta: dict[str, Any] | None, log: Callable[[str], object], execution: Execution
 ) -> _Run:
     """The model, optimiser and teacher of the epoch the run stands at: the last finished one, else the first."""
     epoch = meta["epoch"] if meta else 0
-    model = memory_layout(build_model(recipe.arch, stage_method(recipe, epoch)), channels_last)
+    device = execution.torch_device
+    model = memory_layout(build_model(recipe.arch, stage_method(recipe, epoch)), execution.channels_last)
     teacher = None
     if recipe.teacher:
         teacher = build_model(recipe.arch, "fp")
         teacher.load_state_dict(load_file(str(init_checkpoint(recipe.teacher))))
-        teacher = memory_layout(teacher.eval().requires_grad_(False), channels_last)
+        teacher = memory_layout(teacher.eval().requires_grad_(False), execution.channels_last).to(device)
     # The sha256 of the starting weights goes into the card: a zoo name alone stops naming them once a run that
     # continues a zoo model (``--init-from resnet20_bireal``) is exported over it.
     init_sha256 = meta.get("init_sha256") if meta is not None else None
@@ -188,8 +220,8 @@ def _start(
         init_sha256 = sha256_file(init_path)
         n = load_matching(model, load_file(str(init_path)))
         log(f"initialised {n}/{len(model.state_dict())} tensors from {recipe.init_from}")
-    run = _Run(model, make_optimizer(recipe, model, epoch), teacher, init_sha256=init_sha256,
-               channels_last=channels_last, compile_model=compile_model)
+    model = model.to(device)
+    run = _Run(model, make_optimizer(recipe, model, epoch), teacher, init_sha256=init_sha256, execution=execution)
     if meta is not None:
         model.load_state_dict(load_file(str(out / "model.safetensors")))
         load_optimizer(run.opt, load_file(str(out / "optimizer.safetensors")), meta["optimizer"])
@@ -211,20 +243,23 @@ def train(
     eval_examples: int | None = None,
     channels_last: bool = False,
     compile_model: bool = False,
+    execution: Execution | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) ``recipe`` into ``out_dir``; returns the final summary (also in ``out_dir/summary.json``).
 
     The summary's ``clean_acc`` is measured on the first ``eval_examples`` test images (default: all 10,000).
-    ``channels_last`` is how the run computes, not what it computes (:func:`memory_layout`), so it is not part of
-    the recipe; each epoch's record says which layout it ran in. ``compile_model`` runs the training forward through
-    ``torch.compile`` (the weights, checkpoints and every measurement stay on the module itself); like the layout,
-    it changes the order of float operations, not the arithmetic.
+    ``execution`` is how the run computes, not what (:class:`~arbibench.train.execution.Execution`: device, layout,
+    ``torch.compile``, training autocast, a time limit), so it is not part of the recipe; each epoch's record says
+    how it ran. ``channels_last`` and ``compile_model`` are shorthands for the same fields. A run that reaches its
+    time limit raises :class:`~arbibench.train.execution.TimeLimitReached` after a checkpointed epoch; the same call
+    resumes it.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    execution = execution or Execution(channels_last=channels_last, compile_model=compile_model)
     _check_recipe(recipe)
+    out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(recipe.seed)
-    run = _start(recipe, out, _read_state(out, recipe), log, channels_last, compile_model)
+    run = _start(recipe, out, _read_state(out, recipe), log, execution)
     data = _Data.load(recipe, data_dir, eval_examples)
     finished = finished_summary(out, recipe, run.start_epoch, len(data.y_test))
     if finished is not None:
@@ -232,10 +267,11 @@ def train(
         # re-estimate statistics already re-estimated, nor measure "before re-estimation" on the re-estimated weights.
         log(f"{out} is finished: clean accuracy {finished['clean_acc']:.4f} (from its summary.json)")
         return finished
+    resident = data.resident(execution.torch_device)
     if recipe.val_examples and run.validation is None:
         # the starting point's own validation accuracy: a continuation must beat it to replace the model it continues
         run.validation = {
-            "init_val_acc": accuracy.evaluate(run.model, data.x_val, data.y_val) if recipe.init_from else None
+            "init_val_acc": accuracy.evaluate(run.model, resident.x_val, resident.y_val) if recipe.init_from else None
         }
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -245,47 +281,57 @@ def train(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    watch = Lap()
+    watch, started = Lap(), time.monotonic()
     with Progress(*columns) as progress:
         for epoch in range(run.start_epoch, recipe.epochs):
-            if _epoch(recipe, run, data, epoch, out, progress, log, watch):
+            if _epoch(recipe, run, data, resident, epoch, out, progress, log, watch):
                 break
+            limit = execution.time_limit_s
+            if limit is not None and epoch + 1 < recipe.epochs:
+                # stop before an epoch that would end past the limit (the last one's seconds are the estimate)
+                if time.monotonic() - started + run.epoch_seconds[-1]["seconds"] > limit:
+                    raise TimeLimitReached(epoch + 1, recipe.epochs, str(out))
     return _finish(recipe, run, data, out)
 
 
 def _epoch(
-    recipe: Recipe, run: _Run, data: _Data, epoch: int, out: Path, progress: Progress, log: Callable[[str], object],
-    watch: Lap,
+    recipe: Recipe, run: _Run, data: _Data, resident: _Resident, epoch: int, out: Path, progress: Progress,
+    log: Callable[[str], object], watch: Lap,
 ) -> bool:
     """Train one epoch, measure it, checkpoint it; True when the run stops early. Its seconds leave out the time the
     queue held the process stopped (recorded apart)."""
     watch.lap()
+    ex = run.execution
     if recipe.step1_epochs and epoch == recipe.step1_epochs:  # step 2: binarize the kernels
         step1_state = run.model.state_dict()
-        run.model = memory_layout(build_model(recipe.arch, stage_method(recipe, epoch)), run.channels_last)
+        run.model = memory_layout(build_model(recipe.arch, stage_method(recipe, epoch)), ex.channels_last)
+        run.model = run.model.to(ex.torch_device)
         load_matching(run.model, step1_state)
         init_learned_scales(run.model)
         run.opt = make_optimizer(recipe, run.model, epoch)
         log(f"step 2 from epoch {epoch + 1}: binary weights")
         run.forward = None  # a new module: compiled anew below
-    if run.compile_model and (run.forward is None or has_schedule(run.model)):
+    if ex.compile_model and (run.forward is None or has_schedule(run.model)):
         # A scheduled surrogate changes every epoch, so its graph is compiled again each epoch; dropping the old
         # graphs first keeps dynamo under its recompile limit, past which it would silently run eager.
         torch._dynamo.reset()
         # dynamo traces through the lru_cache of the surrogate-spec parser and warns so at every compile; the
         # parser is a pure function of its string, so the cache only saves time and the warning is noise
         warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
-        run.forward = torch.compile(run.model)
+        if ex.compile_mode == "default":
+            run.forward = torch.compile(run.model)
+        else:
+            run.forward = torch.compile(run.model, mode=ex.compile_mode)
     steps = math.ceil(len(data.y_train) / recipe.batch_size)
     task = progress.add_task(f"epoch {epoch + 1}/{recipe.epochs}", total=steps, info="")
-    loss, acc = _optimise(recipe, run, data, epoch, progress, task)
+    loss, acc = _optimise(recipe, run, resident, epoch, progress, task)
     run.history.append({"epoch": epoch + 1, "train_loss": loss, "train_acc": acc})
-    look, measured, stopped_early = _measure(recipe, run, data, epoch, out, log)
+    look, measured, stopped_early = _measure(recipe, run, data, resident, epoch, out, log)
     seconds, stopped = watch.lap()
     run.elapsed += seconds
     run.epoch_seconds.append(
-        {"epoch": epoch + 1, "seconds": round(seconds, 1), "stopped_seconds": round(stopped, 1),
-         "threads": torch.get_num_threads(), "channels_last": run.channels_last, "compiled": run.compile_model}
+        {"epoch": epoch + 1, "seconds": round(seconds, 2), "stopped_seconds": round(stopped, 1),
+         "threads": torch.get_num_threads(), **ex.record()}
     )
     progress.update(task, info=f"loss {loss:.3f} acc {acc:.3f} {look} {measured:.3f}")
     opt_tensors, opt_meta = optimizer_tensors(run.opt)
@@ -309,27 +355,35 @@ def _epoch(
     return stopped_early
 
 
+PROGRESS_EVERY = 25  # steps between progress-bar updates: each reads the running loss back from the device
+
+
 def _optimise(
-    recipe: Recipe, run: _Run, data: _Data, epoch: int, progress: Progress, task: Any
+    recipe: Recipe, run: _Run, resident: _Resident, epoch: int, progress: Progress, task: Any
 ) -> tuple[float, float]:
-    """One pass over the training images; returns (mean loss, accuracy) of the epoch."""
-    xt, yt = torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
+    """One pass over the training images; returns (mean loss, accuracy) of the epoch. The shuffle and augmentation
+    draws come from the epoch's CPU generator on every device; loss and accuracy are summed where the model computes
+    and read back every ``PROGRESS_EVERY`` steps only, so a GPU never waits for the host within an epoch."""
+    xt, yt = resident.x_train, resident.y_train
+    device = xt.device
     steps_per_epoch = math.ceil(len(yt) / recipe.batch_size)
     two_step = recipe.step1_epochs > 0
     stage_start = recipe.step1_epochs if two_step and epoch >= recipe.step1_epochs else 0
     stage_end = recipe.step1_epochs if two_step and epoch < recipe.step1_epochs else recipe.epochs
     stage_total = (stage_end - stage_start) * steps_per_epoch
-    model, opt = run.model, run.opt
+    model, opt, ex = run.model, run.opt, run.execution
     clipped = latent_binary_weights(model) if recipe.clip_latent_weights else []
     gen = torch.Generator().manual_seed(recipe.seed * 100_003 + epoch)
-    perm = torch.randperm(len(yt), generator=gen)
+    perm = torch.randperm(len(yt), generator=gen).to(device)
     model.train()
+    schedule_ede(model, recipe)
     set_training_progress(model, epoch / recipe.epochs)  # IR-Net's EDE schedule, a function of the epoch
-    loss_sum, correct, seen = 0.0, 0, 0
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
     for s in range(steps_per_epoch):
         idx = perm[s * recipe.batch_size : (s + 1) * recipe.batch_size]
-        xb = augment(xt[idx], gen).float().div_(255)
-        if run.channels_last:
+        xb = apply_augmentation(xt[idx], *draw_augmentation(len(idx), gen)).float().div_(255)
+        if ex.channels_last:
             xb = xb.contiguous(memory_format=torch.channels_last)
         yb = yt[idx]
         for g in opt.param_groups:
@@ -337,15 +391,9 @@ def _optimise(
         x_in = xb
         if recipe.adversarial is not None:
             x_in = fgsm_random_start(model, xb, yb, recipe.adv_eps, recipe.adv_step, gen)
-        logits = (model if run.forward is None else run.forward)(x_in)  # a compiled module has no truth value
-        if run.teacher is None:
-            loss = F.cross_entropy(logits, yb)
-        else:
-            with torch.no_grad():
-                teacher_logits = run.teacher(xb)
-            loss = recipe.kd_weight * distillation_loss(logits, teacher_logits)
-            if recipe.ce_weight:
-                loss = loss + recipe.ce_weight * F.cross_entropy(logits, yb)
+        with ex.autocast_context():
+            logits = (model if run.forward is None else run.forward)(x_in)  # a compiled module has no truth value
+            loss = _loss(recipe, run, logits, xb, yb)
         opt.zero_grad(set_to_none=True)
         torch.autograd.backward(loss)  # loss.backward(), which the type stubs leave unannotated
         opt.step()
@@ -353,15 +401,29 @@ def _optimise(
             with torch.no_grad():
                 torch._foreach_clamp_min_(clipped, -1.0)
                 torch._foreach_clamp_max_(clipped, 1.0)
-        loss_sum += loss.item() * len(yb)
-        correct += int((logits.argmax(1) == yb).sum().item())
-        seen += len(yb)
-        progress.update(task, advance=1, info=f"loss {loss_sum / seen:.3f} acc {correct / seen:.3f}")
-    return loss_sum / seen, correct / seen
+        loss_sum += loss.detach().double() * len(yb)
+        correct += (logits.detach().argmax(1) == yb).sum()
+        if (s + 1) % PROGRESS_EVERY == 0 or s + 1 == steps_per_epoch:
+            seen = min((s + 1) * recipe.batch_size, len(yt))
+            progress.update(task, completed=s + 1,
+                            info=f"loss {loss_sum.item() / seen:.3f} acc {correct.item() / seen:.3f}")
+    return loss_sum.item() / len(yt), correct.item() / len(yt)
+
+
+def _loss(recipe: Recipe, run: _Run, logits: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+    """The recipe's training loss: cross-entropy, or the teacher's distributional loss (plus cross-entropy)."""
+    if run.teacher is None:
+        return F.cross_entropy(logits, yb)
+    with torch.no_grad():
+        teacher_logits = run.teacher(xb)
+    loss = recipe.kd_weight * distillation_loss(logits, teacher_logits)
+    if recipe.ce_weight:
+        loss = loss + recipe.ce_weight * F.cross_entropy(logits, yb)
+    return loss
 
 
 def _measure(
-    recipe: Recipe, run: _Run, data: _Data, epoch: int, out: Path, log: Callable[[str], object]
+    recipe: Recipe, run: _Run, data: _Data, resident: _Resident, epoch: int, out: Path, log: Callable[[str], object]
 ) -> tuple[str, float, bool]:
     """The epoch's look (validation, else the first 1000 test images) and its checks; True in the last place when
     the run stops here (no better validation accuracy for ``patience`` epochs, or catastrophic overfitting)."""
@@ -369,7 +431,7 @@ def _measure(
     stopped_early = False
     if recipe.val_examples:  # selection on held-out training images; the test set is not looked at
         look = "val"
-        history[-1]["val_acc"] = measured = accuracy.evaluate(model, data.x_val, data.y_val)
+        history[-1]["val_acc"] = measured = accuracy.evaluate(model, resident.x_val, resident.y_val)
         best = best_val_epoch(history)
         if best == epoch + 1:
             atomic_save_tensors(model.state_dict(), out / "best_val.safetensors")
@@ -395,7 +457,9 @@ def _measure(
 
 
 def _finish(recipe: Recipe, run: _Run, data: _Data, out: Path) -> dict[str, Any]:
-    """The shipped weights (best validation epoch, re-estimated statistics) and the summary, measured once."""
+    """The shipped weights (best validation epoch, re-estimated statistics) and the summary, measured once, on the
+    CPU and in float32 whatever the run trained on, as every shipped checkpoint is measured."""
+    run.model, run.forward = run.model.float().cpu(), None
     model, history = run.model, run.history
     set_training_progress(model, 1.0)  # the deployed state, the one a freshly built model starts in
     summary: dict[str, Any] = {
@@ -442,6 +506,7 @@ def finished_summary(out: Path, recipe: Recipe, start_epoch: int, n_test: int) -
     if start_epoch < recipe.epochs or not path.exists():
         return None
     summary: dict[str, Any] = json.loads(path.read_text())
-    if summary.get("recipe") != asdict(recipe) or summary.get("clean_acc_n_examples") != n_test:
+    ran = {**asdict(Recipe()), **summary.get("recipe", {})}  # a field added later ran with its default
+    if ran != asdict(recipe) or summary.get("clean_acc_n_examples") != n_test:
         return None
     return summary

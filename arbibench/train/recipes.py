@@ -1,8 +1,9 @@
 """Training recipes: everything that determines a trained checkpoint, recorded in its card.
 
-Four families: ``finetune`` (cross-entropy from the FP twin's weights), ``kd`` (the few-epoch two-step distillation of
-the BNN literature), ``at`` (fast adversarial training at Linf 8/255) and ``long`` (the shipped kd checkpoint trained
-on for an epoch budget, the epoch picked on held-out training images).
+Five families: ``finetune`` (cross-entropy from the FP twin's weights), ``kd`` (the few-epoch two-step distillation of
+the BNN literature), ``at`` (fast adversarial training at Linf 8/255), ``long`` (the shipped kd checkpoint trained
+on for an epoch budget, the epoch picked on held-out training images) and ``paper`` (each method's own paper's
+CIFAR-10 recipe at its full length, for a GPU; :mod:`arbibench.train.paper_recipes` cites every choice).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from arbibench.models.methods import Method, get_method
+from arbibench.train import paper_recipes
 
 
 @dataclass
@@ -22,10 +24,10 @@ class Recipe:
     method: str = "fp"
     epochs: int = 20
     batch_size: int = 128
-    optimizer: str = "sgd"  # "sgd" (Nesterov momentum 0.9) or "adam"
+    optimizer: str = "sgd"  # "sgd" (momentum 0.9, Nesterov unless nesterov=False) or "adam"
     lr: float = 0.2
     weight_decay: float = 5e-4
-    schedule: str = "onecycle"  # "onecycle" (linear warm-up then cosine) or "cosine"
+    schedule: str = "onecycle"  # "onecycle" (linear warm-up then cosine), "cosine" or "linear" (decay to 0)
     warmup_fraction: float = 0.15
     seed: int = 0
     init_from: str | None = None  # a zoo name or a safetensors file whose matching tensors initialise the model
@@ -57,6 +59,14 @@ class Recipe:
     # better validation accuracy (0: no early stop). The test set is measured once, on the selected weights.
     val_examples: int = 0
     patience: int = 0
+    # The papers' recipes (``--recipe paper``): plain (not Nesterov) momentum; weight decay on convolution kernels only
+    # ("conv", ReActNet) or on every parameter ("all"); another weight decay in step 2 of a two-step recipe (None:
+    # the same); IR-Net's EDE starting temperature (None: the quantizer's default); and the source of each choice.
+    nesterov: bool = True
+    weight_decay_scope: str = "all"
+    step2_weight_decay: float | None = None
+    ede_t_min: float | None = None
+    sources: dict[str, str] = field(default_factory=dict)
 
 
 # Recipes that fit in ~45 minutes on a 2-core CPU; ``paper=True`` gives the long schedules for users with a GPU.
@@ -140,7 +150,8 @@ def long_recipe(method: str, arch: str = "resnet20") -> Recipe:
                    val_examples=VAL_EXAMPLES, patience=PATIENCE)
 
 
-RECIPE_KINDS = ("finetune", "kd", "at", "long")
+RECIPE_KINDS = ("finetune", "kd", "at", "long", "paper")
+SCHEDULES = ("onecycle", "cosine", "linear")
 
 
 def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") -> Recipe:
@@ -154,6 +165,8 @@ def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") 
         r = long_recipe(method)
     elif kind == "at":
         r = at_recipe(method)
+    elif kind == "paper":
+        r = paper_recipe(method)
     else:
         r = Recipe(**asdict(RECIPES[method])) if method in RECIPES else Recipe(method=method)
     if paper:
@@ -166,6 +179,8 @@ def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") 
 def learning_rate(recipe: Recipe, step: int, total_steps: int) -> float:
     """The learning rate at ``step`` of a schedule of ``total_steps`` (one training step of the two-step recipe)."""
     t = step / max(total_steps, 1)
+    if recipe.schedule == "linear":  # ReActNet's and Bi-Real Net's official code: straight down to 0
+        return recipe.lr * (1 - t)
     if recipe.schedule == "onecycle":
         w = recipe.warmup_fraction
         if t < w:
@@ -190,5 +205,27 @@ def check_counts(recipe: Recipe) -> None:
     for name in ("val_examples", "patience"):
         if getattr(recipe, name) < 0:
             raise ValueError(f"{name} must be 0 (off) or positive, got {getattr(recipe, name)}")
+    if recipe.schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {recipe.schedule!r}; known: {', '.join(SCHEDULES)}")
+    if recipe.weight_decay_scope not in ("all", "conv"):
+        raise ValueError(f"weight_decay_scope must be 'all' or 'conv', got {recipe.weight_decay_scope!r}")
     if recipe.train_examples is not None and recipe.train_examples < 1:
         raise ValueError(f"train_examples must be at least 1 (or None for all), got {recipe.train_examples}")
+
+
+def paper_recipe(method: str, arch: str = "resnet20") -> Recipe:
+    """``method``'s own paper's CIFAR-10 recipe at its full length (see :mod:`arbibench.train.paper_recipes`), with
+    the last 5,000 training images held out to pick the epoch; every choice's source is in ``recipe.sources``."""
+    entry = paper_recipes.PAPER_RECIPES.get(method)
+    if entry is None:
+        known = ", ".join(sorted(paper_recipes.PAPER_RECIPES))
+        raise ValueError(f"no paper recipe for {method!r}; the papers' recipes exist for {known}")
+    fields = {k: v for k, v in entry.settings.items() if k not in ("init_from", "teacher", "clip_latent_weights")}
+    twin = f"{arch}_fp"
+    return Recipe(
+        arch=arch, method=method, **fields,
+        init_from=twin if entry.settings.get("init_from") == "fp_twin" else None,
+        teacher=twin if entry.settings.get("teacher") == "fp_twin" else None,
+        clip_latent_weights=method in _CLIPPED_STE_METHODS and entry.settings.get("clip_latent_weights", True),
+        val_examples=VAL_EXAMPLES, patience=0, sources=dict(entry.sources),
+    )
