@@ -94,6 +94,7 @@ def test_root_help_lists_every_command_without_torch() -> None:
     ["sweep", "--help"],
     ["train", "--help"],
     ["recalibrate", "--help"],
+    ["verify", "--help"],
 ])
 def test_command_help_without_torch(args: list[str]) -> None:
     result = _cli(*args)

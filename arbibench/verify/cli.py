@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -13,6 +14,13 @@ from arbibench.terminal import USER_ERRORS, console, fail
 
 def _per_255(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value * 255:.3g}/255"
+
+
+def _radius(option: str, text: str, parse: Callable[[str], float]) -> float:
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise ValueError(f"{option} {text!r}: {e}") from e
 
 
 def verify(
@@ -47,7 +55,8 @@ def verify(
     from arbibench.verify.certify import ImageCertificate, certify  # start-up: the verifier loads torch
 
     try:
-        low, high = parse_eps(radius_min), parse_eps(radius_max)
+        low, high = (_radius(option, text, parse_eps) for option, text in
+                     (("--radius-min", radius_min), ("--radius-max", radius_max)))
         if n_examples < 1:
             raise ValueError(f"--n-examples must be >= 1, got {n_examples}")
         if semantics not in ("deployed", "simulation"):
