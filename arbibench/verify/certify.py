@@ -97,6 +97,15 @@ class CertificationResult:
             return 0.0, 0.0
         return statistics.median(c.certified for c in correct), statistics.median(c.attacked for c in correct)
 
+    def censoring(self, image: ImageCertificate) -> str | None:
+        """``"below"``: no radius tried was verified (eps* may still exceed 0); ``"above"``: ``radius_max`` was
+        verified (eps* may be larger); None: the bracket's lower end is a bisection result."""
+        if not image.correct:
+            return None
+        if image.certified == 0:
+            return "below"
+        return "above" if image.certified >= self.radius_max else None
+
     def to_dict(self) -> dict[str, Any]:
         lower, upper = self.median_bracket()
         return {
@@ -104,7 +113,7 @@ class CertificationResult:
             "steps": self.steps, "max_nodes": self.max_nodes, "corners": self.corners,
             "images": len(self.images), "correct": len(self.correct),
             "median_certified": lower, "median_attacked": None if math.isinf(upper) else upper,
-            "per_image": [c.to_dict() for c in self.images],
+            "per_image": [{**c.to_dict(), "certified_censored": self.censoring(c)} for c in self.images],
         }
 
 
