@@ -17,8 +17,8 @@ What each margin assumes about the float32 computation (IEEE float32 with gradua
   ``|a| (|x| + |mu|) + |beta|``: it covers torch's BatchNorm (a fused multiply-add, a vectorised reciprocal square
   root) and the deployed epilogue, which folds the kernel scale and the BatchNorm into ``fl(fl(acc * mul) + add)``
   with ``mul`` and ``add`` rounded to float32 once;
-- a deployed binary convolution accumulates exact integers (``arbibench.deploy.semantics``), so only float64's
-  rounding is bounded there (none occurs: every partial sum of ``+-scale`` fits 53 bits).
+- a deployed binary convolution accumulates exact integers (``arbibench.deploy.semantics``), so only the product by
+  its scale and the bias round (the float64 sum of ``+-scale`` terms is exact: every partial sum fits 53 bits).
 """
 
 from __future__ import annotations
@@ -64,17 +64,18 @@ def linear(box: Box, weight: torch.Tensor, bias: torch.Tensor | None, op: Linear
            exact_sum_bound: torch.Tensor | None = None) -> Box:
     """``op(x, weight) + bias`` over the box, centre-radius form.
 
-    ``exact_sum_bound``: for a deployed binary convolution, whose sum is exact, the bound per output channel of
-    ``sum |w| |x|`` (inputs within [-1, 1]); the margin is then float64's alone. Otherwise the float32 sum's.
+    ``exact_sum_bound``: for a binary convolution whose sum is exact, the bound per output channel of
+    ``sum |w| |x|`` (inputs within [-1, 1]); the margin is then that of the float32 products by the scale and of
+    the bias, not the sum's. Otherwise the float32 sum's.
     """
     lo, hi = box
     mid, rad = (lo + hi) * 0.5, (hi - lo) * 0.5
     centre = op(mid, weight)
     spread = op(rad, weight.abs())
     absb = torch.zeros(()) if bias is None else bias.abs()
-    if exact_sum_bound is not None:
+    if exact_sum_bound is not None:  # the float64 sum is exact too; two float32 roundings: the scale, the bias
         shape = (1, -1, *([1] * (centre.dim() - 2)))
-        err = gamma(fan_in + 1, FLOAT64_REL) * (exact_sum_bound.view(shape) + absb.view(shape)) + ABS
+        err = (REL + gamma(fan_in + 1, FLOAT64_REL)) * (exact_sum_bound.view(shape) + absb.view(shape)) + ABS
     else:
         mag = op(mid.abs() + rad, weight.abs())
         if bias is not None:
