@@ -199,16 +199,20 @@ def certify_image(bounds: NetworkBounds, model: nn.Module, x: torch.Tensor, labe
                             example)
 
 
-def _check_settings(x: torch.Tensor, y: torch.Tensor, radius_min: float, radius_max: float, steps: int,
-                    max_nodes: int, corners: int) -> None:
-    if x.dim() != 4 or y.shape != (x.shape[0],):
-        raise ValueError(f"x must be a batch of images (N, C, H, W) and y one label each; got {tuple(x.shape)} and "
-                         f"{tuple(y.shape)}")
+def check_search(radius_min: float, radius_max: float, steps: int, max_nodes: int, corners: int) -> None:
+    """One ValueError naming the bad setting of a radius search, before any model or data is loaded."""
     if not (0 < radius_min <= radius_max <= 1):
         raise ValueError(f"radii must satisfy 0 < radius_min <= radius_max <= 1, got {radius_min:g} and "
                          f"{radius_max:g}: pass them as fractions of the pixel range, e.g. 1e-4/255")
     if steps < 0 or max_nodes < 1 or corners < 0:
-        raise ValueError(f"steps ({steps}) and corners ({corners}) must be >= 0 and max_nodes ({max_nodes}) >= 1")
+        raise ValueError(f"steps ({steps}) and corners ({corners}) must be >= 0, and the node budget (max_nodes, "
+                         f"--nodes: {max_nodes}) >= 1")
+
+
+def _check_inputs(x: torch.Tensor, y: torch.Tensor) -> None:
+    if x.dim() != 4 or y.shape != (x.shape[0],):
+        raise ValueError(f"x must be a batch of images (N, C, H, W) and y one label each; got {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}")
     if bool((x < 0).any() or (x > 1).any()):
         raise ValueError("images must lie in [0, 1] (arbibench's models normalise inside)")
 
@@ -226,7 +230,8 @@ def certify(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, radius_min: f
     ``"deployed"`` (the bit-packed network) or ``"simulation"`` (the float model). ``on_image`` is called with each
     certificate as it is done.
     """
-    _check_settings(x, y, radius_min, radius_max, steps, max_nodes, corners)
+    check_search(radius_min, radius_max, steps, max_nodes, corners)
+    _check_inputs(x, y)
     bounds = NetworkBounds(model, semantics, device)
     generator = torch.Generator().manual_seed(seed)
     where = bounds.device

@@ -52,7 +52,7 @@ def verify(
     from arbibench.files import atomic_write_json
     from arbibench.machine import computed_on  # start-up: asks torch about the device
     from arbibench.models.zoo import load_model  # start-up: the zoo loads torch
-    from arbibench.verify.certify import ImageCertificate, certify  # start-up: the verifier loads torch
+    from arbibench.verify.certify import ImageCertificate, certify, check_search  # start-up: the verifier loads torch
 
     try:
         low, high = (_radius(option, text, parse_eps) for option, text in
@@ -61,6 +61,7 @@ def verify(
             raise ValueError(f"--n-examples must be >= 1, got {n_examples}")
         if semantics not in ("deployed", "simulation"):
             raise ValueError(f"--semantics {semantics!r}: use deployed or simulation")
+        check_search(low, high, steps, nodes, corners)
         net = load_model(model, model_dir, dataset, device=device)
         x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
         table = Table(title=f"{model}: certified Linf radius ({semantics} semantics)")
