@@ -51,10 +51,16 @@ def parse_members(names: str, out: Path, known_archs: set[str], known_methods: s
     return members
 
 
+# The command line itself, for a parent that is not a program file (``python -c``, a notebook).
+COMMAND_LINE = "from arbibench.cli import app; app(prog_name='arbibench')"
+
+
 def child_command(member: Member, shared: list[str]) -> list[str]:
     """The member's own ``arbibench train`` call: this very program (the installed command, or a wrapper that runs
-    it) with the group's options."""
-    return [sys.executable, sys.argv[0], "train", "--arch", member.arch, "--method", member.method, *shared]
+    it) with the group's options; the command line itself when the parent is no program file."""
+    me = Path(sys.argv[0])
+    program = [str(me)] if me.is_file() else ["-c", COMMAND_LINE]
+    return [sys.executable, *program, "train", "--arch", member.arch, "--method", member.method, *shared]
 
 
 def _epochs(member: Member) -> int:
