@@ -38,6 +38,7 @@ def tiny_protocol(name: str, quick: bool = False, demo: bool = False) -> Protoco
         "n_sweep": 20,
         "eps_star_attacks": ("fgsm",),
         "eps_star_rounds": 2,
+        "eps_star_draws": 10,
     }
     return replace(preset, **{k: v for k, v in sizes.items() if hasattr(preset, k)})
 

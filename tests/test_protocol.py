@@ -100,6 +100,7 @@ def tiny_protocol():
         sweep_attack="pgd",  # as the demo protocol: the sweep's code is the same, at a tenth of APGD-CE's steps
         n_sweep=40,
         batch_size=30,
+        eps_star_draws=10,
     )
 
 
@@ -209,8 +210,10 @@ def test_tables_show_autoattack_and_eps_star(tiny_run, tiny_protocol):
     text = console.export_text()
     assert "AutoAttack" in text and "median eps*" in text
     fp = tiny_run[0][0].eps_star
-    median = "inf" if fp["median_eps_star"] is None else f"{fp['median_eps_star'] * 255:.2f}/255"
-    assert median in text
+    value, floor = fp["median_eps_star_correct"], fp["eps_floor"]
+    median = ("inf" if value is None else f"\u2264 {floor * 255:.3g}/255" if value <= floor
+              else f"{value * 255:.3g}/255")
+    assert median in text and "median eps* (correct)" in text
 
 
 def test_each_evaluation_is_planned_once_and_the_backend_gets_those_plans(tiny_protocol, data_dir, tmp_path,

@@ -34,6 +34,7 @@ def small_protocol():
         batch_size=20,
         eps_star_attacks=("fgsm",),
         eps_star_rounds=2,
+        eps_star_draws=10,
     )
 
 

@@ -67,7 +67,7 @@ def benchmark(
     model_dir: str | os.PathLike[str] | None = None,
     eps_star: Sequence[str | Attack] = (),
     eps_star_max: float | None = None,
-    eps_star_rounds: int = 6,
+    eps_star_rounds: int = 3,
     backend: str | Backend | None = None,
     inference: str = "simulation",
     grid: str = "float",
@@ -82,9 +82,11 @@ def benchmark(
     ``model_dir`` is where a zoo name's checkpoint is looked up (ImageNet weights you bring; default: the
     package's checkpoints). ``to_disk=True`` writes the model card
     ``<model_info>/<dataset>/<threat_model>/<model_name>.json``.
-    ``eps_star`` names the attacks whose smallest adversarial perturbation per image (eps*, searched up to
-    ``eps_star_max``, default 2 * eps) goes into ``result.min_perturbation``: median eps* with its interval and the
-    robust-accuracy-vs-eps curve, which still separate models that all reach 0% at ``eps``.
+    ``eps_star`` names the attacks whose smallest adversarial perturbation per image (eps*, searched from
+    ``eps_star_max``, default 2 * eps, down to 1e-3/255 with random sign corners first, then ``eps_star_rounds``
+    bisection rounds) goes into ``result.min_perturbation``: median eps* over the correctly classified images and
+    over all, with intervals, and the robust-accuracy-vs-eps curve, which still separate models that all reach 0%
+    at ``eps``.
     ``backend`` computes the store batches elsewhere (``"ray"``, or a backend from :func:`get_backend` with its
     cluster address): the same numbers and store rows as ``None``/``"local"``, this process computing them.
     ``inference="deployed"`` lets the deployed bit-packed network of a BNN (:mod:`arbibench.deploy`) answer the clean

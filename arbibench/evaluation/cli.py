@@ -95,7 +95,10 @@ def eval_(
         "median eps* with its 95% interval and the robust-accuracy-vs-eps curve (in --json and the card).",
     ),
     eps_star_max: str | None = typer.Option(None, help="Largest eps the eps* search tries; default 2 x --eps."),
-    eps_star_rounds: int = typer.Option(6, help="Bisection rounds of the eps* search (resolution eps_max / 2^rounds)."),
+    eps_star_rounds: int = typer.Option(
+        3, help="Bisection rounds of the eps* search after its descent to 1e-3/255 (resolution: a factor "
+        "2^(1/2^rounds)).",
+    ),
     backend: str = typer.Option("local", help=BACKEND_HELP),
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),

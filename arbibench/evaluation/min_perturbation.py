@@ -293,7 +293,9 @@ def minimal_perturbation(
         clean, outcomes, _, _ = evaluate(
             model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps),
             dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
-            inference=inference, progress=progress, console=console, checks=False, backend=backend,
+            inference=inference, progress=progress, checks=False, backend=backend,
+            # the notes of every radius's run (the fused path, the reference's corrections) are the evaluation's own
+            console=console if progress else Console(quiet=True),
         )
         out = outcomes[attack.name]
         return clean.clean_correct, out.adv_correct, out.perturbation

@@ -30,11 +30,14 @@ def format_eps(eps: float) -> str:
     return f"{eps:g}"
 
 
-def _eps_text(value: float) -> str:
-    """eps* in units of 1/255 (how Linf budgets are read); ``> max`` for an image no attack fooled."""
+def _eps_text(value: float, floor: float = 0.0) -> str:
+    """eps* in units of 1/255 (how Linf budgets are read); ``not fooled`` for an image no attack fooled, ``<= floor``
+    where the search was censored (fooled even at its floor)."""
     if value != value:
         return "-"
-    return "not fooled" if value == float("inf") else f"{value * 255:.2f}/255"
+    if value == float("inf"):
+        return "not fooled"
+    return f"\u2264 {floor * 255:.3g}/255" if 0 < value <= floor else f"{value * 255:.3g}/255"
 
 
 def query_summary(out: Outcomes) -> dict[str, Any]:
@@ -213,10 +216,10 @@ class BenchmarkResult:
         t.add_row("RS_mean (RS / attacks)", "", "", f"{r.rs_mean:.4f}", *q("rs"), "")
         mp = self.min_perturbation
         if mp is not None:
-            lo, hi = mp.median_interval()
             t.add_section()
-            t.add_row(
-                f"median eps* ({', '.join(mp.attacks)})", _eps_text(mp.median), f"[{_eps_text(lo)}, {_eps_text(hi)}]",
-                "", *q("eps"), "",
-            )
+            for over, median, (lo, hi) in (("correct images", mp.median_correct, mp.median_correct_interval()),
+                                           ("all images", mp.median, mp.median_interval())):
+                f = mp.eps_floor
+                t.add_row(f"median eps*, {over} ({', '.join(mp.attacks)})", _eps_text(median, f),
+                          f"[{_eps_text(lo, f)}, {_eps_text(hi, f)}]", "", *q("eps"), "")
         return t

@@ -23,16 +23,24 @@ def _pct(v: float) -> str:
 
 
 def _eps_star_text(summary: dict[str, Any] | None) -> str:
-    """Median eps* with its 95% interval, in 1/255 for Linf budgets; ``-`` when the run computed none."""
+    """Median eps* over the correctly classified images with its 95% interval, in 1/255 for Linf budgets, ``<=
+    floor`` where censored (fooled even at the search's floor); ``-`` when the run computed none. A summary of the
+    earlier search (no ``search`` key) shows its all-image median, marked so."""
     if summary is None:
         return "-"
     scale, unit = (255.0, "/255") if summary["norm"] == "Linf" else (1.0, "")
+    floor = summary.get("eps_floor") or 0.0
 
     def one(v: float | None) -> str:
-        return "inf" if v is None else f"{v * scale:.2f}{unit}"
+        if v is None:
+            return "inf"
+        return f"\u2264 {floor * scale:.3g}{unit}" if 0 < v <= floor else f"{v * scale:.3g}{unit}"
 
-    lo, hi = summary["median_eps_star_ci95"]
-    return f"{one(summary['median_eps_star'])} [{one(lo)}, {one(hi)}]"
+    if "median_eps_star_correct" not in summary:
+        lo, hi = summary["median_eps_star_ci95"]
+        return f"{one(summary['median_eps_star'])} [{one(lo)}, {one(hi)}] (all images)"
+    lo, hi = summary["median_eps_star_correct_ci95"]
+    return f"{one(summary['median_eps_star_correct'])} [{one(lo)}, {one(hi)}]"
 
 
 def model_table(r: ModelEvaluation) -> Table:
@@ -53,7 +61,8 @@ def model_table(r: ModelEvaluation) -> Table:
     parts = [f"RS {f} {r.rs[f]:.3f} (mean {r.rs_mean[f]:.3f})" for f in (*FAMILIES, ALL) if f in r.rs]
     worst = [f"worst case {f} {_pct(v)}" for f, v in r.worst_case.items()]
     eps_star = [] if r.eps_star is None else [
-        f"median eps* ({', '.join(r.eps_star['attacks'])}, {r.eps_star['n_examples']} black-box images) "
+        f"median eps* ({', '.join(r.eps_star['attacks'])}, the {r.eps_star.get('n_correct', '')} correctly "
+        f"classified of {r.eps_star['n_examples']} black-box images) "
         f"{_eps_star_text(r.eps_star)}"
     ]
     t.caption = "; ".join(parts + worst + eps_star)
@@ -63,8 +72,8 @@ def model_table(r: ModelEvaluation) -> Table:
 def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Table:
     """One row per model: ACC, RS and RS_mean per family and overall, worst case, flags."""
     t = Table(title=f"protocol {protocol.label}: {protocol.dataset}, {protocol.threat_model} eps {protocol.eps_text}")
-    cols = ("model", "ACC", "RS white", "RS black", "RS all", "RS_mean all", "AutoAttack", "median eps*", "worst case",
-            "flags")
+    cols = ("model", "ACC", "RS white", "RS black", "RS all", "RS_mean all", "AutoAttack", "median eps* (correct)",
+            "worst case", "flags")
     width = max((len(r.model_name) for r in results), default=5)
     for col in cols:
         t.add_column(col, justify="left" if col in ("model", "flags") else "right",

@@ -191,7 +191,8 @@ def execute_model(
         ctx = next(iter(plan.families.values())).ctx
         eps_star = minimal_perturbation(
             plan.model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
-            eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds, store=ctx.store,
+            eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds,
+            eps_floor=protocol.eps_star_floor, probe_draws=protocol.eps_star_draws, store=ctx.store,
             dataset=protocol.dataset, model_name=plan.model_name, seed=protocol.seed, batch_size=protocol.batch_size,
             device=ctx.device, progress=progress, console=console, backend=backend, inference=plan.inference,
         )
