@@ -45,6 +45,12 @@ PUBLISHED: dict[str, PublishedFigure] = {
     "resnet20_xnorpp": PublishedFigure(None, f"Bulat & Tzimiropoulos, BMVC 2019 {_NO_CIFAR}", "none", 0.82),
     "resnet20_bireal": PublishedFigure(None, f"Liu et al., ECCV 2018 {_NO_CIFAR}", "none", 0.85),
     "resnet20_reactnet": PublishedFigure(None, f"Liu et al., ECCV 2020 {_NO_CIFAR}", "none", 0.85),
+    # The second backbone of the BNN-robustness literature (CIFAR ResNet-18), trained once the ResNet-20 zoo is done.
+    "resnet18_fp": PublishedFigure(None, "He et al., CVPR 2016 train ResNet-20 to -110 on CIFAR-10, no ResNet-18",
+                                   "none", 0.94),
+    "resnet18_bnn": PublishedFigure(None, "Hubara et al., NeurIPS 2016: no CIFAR-10 ResNet-18 figure", "none", 0.88),
+    "resnet18_bireal": PublishedFigure(None, f"Liu et al., ECCV 2018 {_NO_CIFAR.replace('20', '18')}", "none", 0.88),
+    "resnet18_reactnet": PublishedFigure(None, f"Liu et al., ECCV 2020 {_NO_CIFAR.replace('20', '18')}", "none", 0.88),
 }
 
 
