@@ -139,10 +139,10 @@ class ResultStore:
     Several processes may write one store at once (WAL journal, a busy timeout, ``BEGIN IMMEDIATE`` writes): when
     two evaluate the same batch, the second finds it committed and reads it back instead of inserting it twice.
 
-    A store that does not exist yet is created by its first write, not when it is opened: a command refused after
-    opening it (a bad batch size, a model that cannot be deployed, a backend that does not start) leaves no empty
-    file behind. ``read_only=True`` opens an existing store for reading and never changes it (no schema, no WAL
-    switch): for commands that only report what is stored.
+    A store that does not exist yet is created by its first write (or the first use of :attr:`conn`), not when it is
+    opened: a command refused after opening it (a bad batch size, a model that cannot be deployed, a backend that
+    does not start) leaves no empty file behind. ``read_only=True`` opens an existing store for reading and never
+    changes it (no schema, no WAL switch): for commands that only report what is stored.
     """
 
     def __init__(self, path: str | os.PathLike[str] = "arbibench.db", *, read_only: bool = False) -> None:
@@ -162,6 +162,9 @@ class ResultStore:
             self._conn = self._connect(self._open_read_only)
         elif self.path.exists():
             self._conn = self._connect(self._open_file)
+        elif not os.access(self.path.parent, os.W_OK):  # said now, not after the model is loaded and checked
+            raise StoreError(f"cannot create result store {self.path}: its folder is not writable; fix the permissions "
+                             "or pass another --store")
         else:
             self._pending = True
             self._conn = sqlite3.connect(":memory:")
@@ -208,7 +211,15 @@ class ResultStore:
 
     @property
     def conn(self) -> sqlite3.Connection:
-        """The connection; a store not created yet reads as empty until another process creates its file."""
+        """The connection, for SQL of the caller's own: the store's file is created now if it does not exist yet."""
+        if self._pending:
+            self._create_file()
+        return self._conn
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The connection the store reads with: a store not created yet reads as empty, until some process creates
+        its file."""
         if self._pending and self.path.exists():
             self._create_file()
         return self._conn
@@ -226,13 +237,13 @@ class ResultStore:
             raise StoreError(f"result store {self.path} is open read-only: this command only reads it")
         if self._pending:
             self._create_file()
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self.conn.rollback()
+            self._db.rollback()
             raise
-        self.conn.commit()
+        self._db.commit()
 
     def close(self) -> None:
         self._conn.close()
@@ -249,7 +260,7 @@ class ResultStore:
         if self.read_only:  # reading needs only the key; the evaluation is stored or its batches are missing
             return key
         with _store_errors(self.path, "write"), self._write():
-            self.conn.execute(
+            self._db.execute(
                 "INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?, ?)",
                 (key, model_hash, model_name, attack, json.dumps(spec, sort_keys=True), time.time()),
             )
@@ -257,17 +268,17 @@ class ResultStore:
 
     def model_names(self) -> set[str]:
         """The names of the models with at least one evaluation stored."""
-        return {r[0] for r in self.conn.execute("SELECT DISTINCT model_name FROM evaluations")}
+        return {r[0] for r in self._db.execute("SELECT DISTINCT model_name FROM evaluations")}
 
     def has_batch(self, eval_key: str, batch_index: int) -> bool:
         """Whether the batch is committed (by this process or another one writing the same store)."""
-        row = self.conn.execute(
+        row = self._db.execute(
             "SELECT 1 FROM batches WHERE eval_key = ? AND batch_index = ?", (eval_key, batch_index)
         ).fetchone()
         return row is not None
 
     def done_batches(self, eval_key: str) -> set[int]:
-        rows = self.conn.execute("SELECT batch_index FROM batches WHERE eval_key = ?", (eval_key,))
+        rows = self._db.execute("SELECT batch_index FROM batches WHERE eval_key = ?", (eval_key,))
         return {r[0] for r in rows}
 
     def commit_batch(
@@ -301,16 +312,16 @@ class ResultStore:
         with _store_errors(self.path, "write a batch to"), self._write():
             if self.has_batch(eval_key, batch_index):
                 return False
-            self.conn.execute(
+            self._db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?)", (eval_key, batch_index, len(idx), float(seconds))
             )
-            self.conn.executemany(
+            self._db.executemany(
                 "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(eval_key, i, batch_index, c, a, p, q) for i, c, a, p, q in zip(idx, cc, ac, pert, qs, strict=True)],
             )
             if machine is not None:
                 # REPLACE: a row left behind by a batch deleted by hand names the machine of that older computation
-                self.conn.execute(
+                self._db.execute(
                     "INSERT OR REPLACE INTO batch_machines VALUES (?, ?, ?)", (eval_key, batch_index, machine)
                 )
             fault_point("store.commit.during")
@@ -319,14 +330,14 @@ class ResultStore:
 
     def add_flag(self, eval_key: str, flag: str, detail: str) -> None:
         with _store_errors(self.path, "write a flag to"), self._write():
-            self.conn.execute("INSERT OR REPLACE INTO flags VALUES (?, ?, ?)", (eval_key, flag, detail))
+            self._db.execute("INSERT OR REPLACE INTO flags VALUES (?, ?, ?)", (eval_key, flag, detail))
 
     def flags(self, eval_key: str) -> dict[str, str]:
-        rows = self.conn.execute("SELECT flag, detail FROM flags WHERE eval_key = ? ORDER BY flag", (eval_key,))
+        rows = self._db.execute("SELECT flag, detail FROM flags WHERE eval_key = ? ORDER BY flag", (eval_key,))
         return dict(rows.fetchall())
 
     def outcomes(self, eval_key: str) -> Outcomes:
-        rows = self.conn.execute(
+        rows = self._db.execute(
             "SELECT sample_index, clean_correct, adv_correct, perturbation, COALESCE(queries, -1) "
             "FROM outcomes WHERE eval_key = ? ORDER BY sample_index",
             (eval_key,),
@@ -347,7 +358,7 @@ class ResultStore:
         totals: dict[str | None, float] = {}
         for i in range(0, len(keys), 500):  # SQLite's limit on bound parameters
             part = keys[i : i + 500]
-            rows = self.conn.execute(
+            rows = self._db.execute(
                 "SELECT m.machine, SUM(b.seconds) FROM batches b "
                 "LEFT JOIN batch_machines m USING (eval_key, batch_index) "
                 f"WHERE b.eval_key IN ({','.join('?' * len(part))}) GROUP BY m.machine",
@@ -358,5 +369,5 @@ class ResultStore:
         return totals
 
     def batch_seconds(self, eval_key: str) -> float:
-        row = self.conn.execute("SELECT COALESCE(SUM(seconds), 0) FROM batches WHERE eval_key = ?", (eval_key,))
+        row = self._db.execute("SELECT COALESCE(SUM(seconds), 0) FROM batches WHERE eval_key = ?", (eval_key,))
         return float(row.fetchone()[0])

@@ -341,7 +341,8 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
         raise ValueError(f"{db.path} holds no evaluation: nothing to report (pass the --store of `protocol run`)")
     for model_name in names:
         if model_name not in stored:  # nothing stored: left out at once, without loading and checking the model
-            left_out[model_name] = f"{model_name}: nothing stored in {db.path}"
+            left_out[model_name] = (f"{model_name}: no evaluation of it in {db.path}; run it with `arbibench "
+                                    "protocol run` (same preset and --store) first")
             console.print(f"left out {left_out[model_name]}")
             continue
         try:
