@@ -185,3 +185,31 @@ def test_train_models_side_by_side_runs_each_as_it_would_run_alone(tmp_path, dat
         assert summary["recipe"]["method"] == name.split("_")[1] and summary["recipe"]["epochs"] == 1
         assert "clean accuracy" in (tmp_path / f"{name}.log").read_text()
         assert f"{name}: finished" in result.stdout
+
+
+def test_a_fresh_run_replaces_a_shipped_model_only_when_better_on_held_out_images(tmp_path, data_dir):
+    # a one-epoch run on 64 images cannot beat the shipped resnet20_bnn on the same 500 held-out training images:
+    # export keeps the shipped files; --replace ships it and the card records both figures
+    import shutil
+
+    from arbibench.models.zoo import CHECKPOINT_DIR
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for suffix in (".safetensors", ".json"):
+        shutil.copy(CHECKPOINT_DIR / f"resnet20_bnn{suffix}", zoo)
+    before = _digest(zoo / "resnet20_bnn.safetensors")
+    cmd = [sys.executable, str(HARNESS), "train", "--method", "bnn", "--epochs", "1", "--val-examples", "500",
+           "--out", str(tmp_path / "runs"), "--data-dir", str(data_dir), "--export", "--zoo-dir", str(zoo)]
+    kept = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "kept the zoo's resnet20_bnn" in kept.stdout and "--replace ships the run anyway" in kept.stdout
+    assert _digest(zoo / "resnet20_bnn.safetensors") == before
+    forced = subprocess.run([*cmd, "--replace"], capture_output=True, text=True, timeout=600)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    card = json.loads((zoo / "resnet20_bnn.json").read_text())
+    shipped = card["validation"]["shipped"]
+    assert shipped["forced"] is True and shipped["trained_on_heldout"] is True
+    assert shipped["val_acc"] > card["validation"]["val_acc"] and shipped["sha256"] == card["previous_versions"][-1][
+        "sha256"]
+    assert card["published"]["goal"] == 0.80 and card["published"]["acc"] is None

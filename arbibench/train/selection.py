@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from arbibench.models.zoo import CHECKPOINT_DIR, load_card
+from arbibench.data.cifar10 import read_cifar10_arrays
+from arbibench.models.zoo import CHECKPOINT_DIR, load_card, load_model
+from arbibench.train.accuracy import evaluate
 
 
 def split_validation(
@@ -38,3 +41,21 @@ def best_val_epoch(history: list[dict[str, Any]]) -> int:
     """The (1-based) epoch of the best validation accuracy; the earliest on a tie."""
     accs = [h["val_acc"] for h in history]
     return 1 + max(range(len(accs)), key=lambda i: (accs[i], -i))
+
+
+def shipped_heldout(name: str, n_val: int, data_dir: str | Path | None, zoo_dir: str | Path | None) -> dict[str, Any]:
+    """The shipped zoo model ``name`` measured on a run's held-out images (the last ``n_val`` training images), for
+    a run that would replace it without having started from it: ``{"val_acc": ..., "trained_on_heldout": ...}``, or
+    ``{}`` when nothing ships under that name. ``trained_on_heldout``: the shipped model's own training saw those
+    images (its card holds no held-out split, or says its figures are optimistic), so its figure flatters it."""
+    try:
+        card = load_card(name, Path(zoo_dir) if zoo_dir is not None else CHECKPOINT_DIR)
+        model = load_model(name, model_dir=zoo_dir)
+    except (FileNotFoundError, ValueError):
+        return {}
+    x, y = read_cifar10_arrays("train", data_dir)
+    _, _, x_val, y_val = split_validation(x, y, n_val)
+    trained_on = not (card.get("recipe") or {}).get("val_examples") or bool((card.get("validation") or {}).get(
+        "optimistic"))
+    return {"val_acc": evaluate(model, x_val, y_val), "trained_on_heldout": trained_on,
+            "sha256": card.get("sha256")}
