@@ -258,7 +258,7 @@ def _check_words(model: nn.Module, backend: Backend) -> None:
         return
     for name, m in model.named_modules():
         if isinstance(m, BinaryConv2d) and _is_binary(m):
-            o, c, kh, kw = m.weight.shape
+            _, c, kh, kw = m.weight.shape
             words = kh * -(-(kw * c) // 64)  # kernel.py's layout: each kernel row's taps in whole 64-bit words
             if words > backend.max_words:
                 raise DeployError(
