@@ -250,3 +250,30 @@ def test_each_evaluation_is_planned_once_and_the_backend_gets_those_plans(tiny_p
     assert results[0].n_examples == {WHITE_BOX: 60, BLACK_BOX: 20}
     # this backend computed nothing, the runner every batch: the card names this CPU (the store says so per batch)
     assert results[0].machine == computed_on(torch.device("cpu"))
+
+
+def test_a_stored_only_report_over_a_store_without_the_eps_star_search_keeps_the_model(tiny_run, tiny_protocol,
+                                                                                       data_dir, tmp_path):
+    # a store written before the descent search has no random-corner rows: the report reads the model's results
+    # and leaves eps* out (never computing it), instead of leaving the whole model out
+    import shutil
+    import sqlite3
+
+    from arbibench.evaluation.stored_only import StoredOnlyBackend
+
+    results, db_path = tiny_run
+    db = tmp_path / "earlier.db"
+    shutil.copy(db_path, db)
+    with sqlite3.connect(db) as conn:
+        keys = [k for (k,) in conn.execute("SELECT eval_key FROM evaluations WHERE attack = 'corners'")]
+        assert keys
+        marks = ",".join("?" * len(keys))
+        for table in ("outcomes", "batch_machines", "flags", "batches", "evaluations"):
+            conn.execute(f"DELETE FROM {table} WHERE eval_key IN ({marks})", keys)
+        before = conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
+    with ResultStore(db, read_only=True) as store:
+        (fp,) = run_protocol(tiny_protocol, ["resnet20_fp"], store, data_dir=data_dir, progress=False,
+                             backend=StoredOnlyBackend())
+    assert fp.eps_star is None and fp.rs == results[0].rs and fp.clean_acc == results[0].clean_acc
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == before

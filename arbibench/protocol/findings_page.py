@@ -25,6 +25,7 @@ from arbibench.protocol.claims import (
     verdicts_of,
 )
 from arbibench.protocol.presets import BLACK_BOX, WHITE_BOX, Protocol
+from arbibench.protocol.report import eps_star_text
 from arbibench.protocol.run import ALL, ModelEvaluation
 
 
@@ -230,8 +231,9 @@ def findings_markdown(
         "",
         "## Models",
         "",
-        "| model | checkpoint sha256 | clean accuracy | RS white-box | RS black-box | RS all | worst case | flags |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| model | checkpoint sha256 | clean accuracy | RS white-box | RS black-box | RS all | worst case | "
+        "median eps*, correct images [95%] | flags |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in sorted(results, key=lambda r: r.model_name):
         sha = f"`{r.checkpoint_sha256[:12]}`" if r.checkpoint_sha256 else "-"
@@ -239,7 +241,8 @@ def findings_markdown(
         lines.append(
             f"| `{r.model_name}` | {sha} | {_pct(clean)} | {r.rs.get(WHITE_BOX, 0.0):.3f} | "
             f"{r.rs.get(BLACK_BOX, 0.0):.3f} | {r.rs.get(ALL, 0.0):.3f} | "
-            f"{_pct(r.worst_case.get(ALL, r.worst_case.get(WHITE_BOX, 0.0)))} | {', '.join(r.flags) or '-'} |"
+            f"{_pct(r.worst_case.get(ALL, r.worst_case.get(WHITE_BOX, 0.0)))} | {eps_star_text(r.eps_star)} | "
+            f"{', '.join(r.flags) or '-'} |"
         )
     lines += ["", "## Each BNN against its FP twin", ""]
     if not findings:

@@ -22,7 +22,7 @@ def _pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
 
-def _eps_star_text(summary: dict[str, Any] | None) -> str:
+def eps_star_text(summary: dict[str, Any] | None) -> str:
     """Median eps* over the correctly classified images with its 95% interval, in 1/255 for Linf budgets, ``<=
     floor`` where censored (fooled even at the search's floor); ``-`` when the run computed none. A summary of the
     earlier search (no ``search`` key) shows its all-image median, marked so."""
@@ -63,7 +63,7 @@ def model_table(r: ModelEvaluation) -> Table:
     eps_star = [] if r.eps_star is None else [
         f"median eps* ({', '.join(r.eps_star['attacks'])}, the {r.eps_star.get('n_correct', '')} correctly "
         f"classified of {r.eps_star['n_examples']} black-box images) "
-        f"{_eps_star_text(r.eps_star)}"
+        f"{eps_star_text(r.eps_star)}"
     ]
     t.caption = "; ".join(parts + worst + eps_star)
     return t
@@ -87,7 +87,7 @@ def summary_table(results: Sequence[ModelEvaluation], protocol: Protocol) -> Tab
             f"{r.rs.get(ALL, 0.0):.3f}",
             f"{r.rs_mean.get(ALL, 0.0):.3f}",
             next((_pct(a.acc_star) for a in r.attacks if a.name == "autoattack"), "-"),
-            _eps_star_text(r.eps_star),
+            eps_star_text(r.eps_star),
             _pct(r.worst_case.get(ALL, r.worst_case.get(WHITE_BOX, 0.0))),
             ", ".join(r.flags) or "-",
         )

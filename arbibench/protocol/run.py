@@ -34,6 +34,7 @@ from arbibench.evaluation.plan import EvalPlan, plan_evaluation
 from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import Evaluation, execute, make_progress
 from arbibench.evaluation.store import ResultStore, evaluation_key, hash_indices
+from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend
 from arbibench.evaluation.surrogates import resolve_surrogate
 from arbibench.machine import computed_on, provenance
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
@@ -166,6 +167,34 @@ def plan_model(
     return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, checkpoint_sha256, inference)
 
 
+def _eps_star(plan: ModelPlan, console: Console | None, progress: bool,
+              backend: Backend | None) -> MinimalPerturbation | None:
+    """eps* on the black-box images (None where the protocol has none). A report that reads the store only
+    (:class:`StoredOnlyBackend`) over a store without this search's rows (one written before it) gets None and a
+    note: the rest of the model's results stand, and `protocol run` adds eps* to the store."""
+    protocol = plan.protocol
+    if not (protocol.eps_star_attacks and BLACK_BOX in plan.subsets and plan.families):
+        return None
+    x, y, idx = plan.subsets[BLACK_BOX]
+    ctx = next(iter(plan.families.values())).ctx
+    try:
+        return minimal_perturbation(
+            plan.model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
+            eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds,
+            eps_floor=protocol.eps_star_floor, probe_draws=protocol.eps_star_draws, store=ctx.store,
+            dataset=protocol.dataset, model_name=plan.model_name, seed=protocol.seed, batch_size=protocol.batch_size,
+            device=ctx.device, progress=progress, console=console, backend=backend, inference=plan.inference,
+        )
+    except MissingResultsError:
+        if not isinstance(backend, StoredOnlyBackend):
+            raise
+        (console or Console(stderr=True)).print(
+            f"[yellow]note[/]: {plan.model_name}: eps* is not in {ctx.store.path} (a store written before the "
+            "descent search); reported without it. `arbibench protocol run` with this --store adds it."
+        )
+        return None
+
+
 def execute_model(
     plan: ModelPlan, *, console: Console | None = None, progress: bool = True, backend: Backend | None = None,
     sweep: bool = True,
@@ -185,17 +214,7 @@ def execute_model(
         flags.update(runs[family].flags)
     attacks, reports = _attack_outcomes(runs)
     rs, rs_mean, worst = _scores(plan, runs, reports, attacks, flags)
-    eps_star = None
-    if sweep and protocol.eps_star_attacks and BLACK_BOX in plan.subsets and plan.families:
-        x, y, idx = plan.subsets[BLACK_BOX]
-        ctx = next(iter(plan.families.values())).ctx
-        eps_star = minimal_perturbation(
-            plan.model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
-            eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds,
-            eps_floor=protocol.eps_star_floor, probe_draws=protocol.eps_star_draws, store=ctx.store,
-            dataset=protocol.dataset, model_name=plan.model_name, seed=protocol.seed, batch_size=protocol.batch_size,
-            device=ctx.device, progress=progress, console=console, backend=backend, inference=plan.inference,
-        )
+    eps_star = _eps_star(plan, console, progress, backend) if sweep else None
     per_image = {f: PairedOutcomes(r.clean.clean_correct, {n: o.adv_correct for n, o in r.outcomes.items()})
                  for f, r in runs.items()}
     sweep_rows: list[SweepRow] = []
