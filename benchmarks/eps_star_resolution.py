@@ -65,11 +65,10 @@ def measure(name: str, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, stor
 
 
 def overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether the 95% intervals of the correct-image medians share a point (censored ends count as the floor)."""
-    inf = float("inf")
-    (alo, ahi), (blo, bhi) = a["median_eps_star_correct_ci95"], b["median_eps_star_correct_ci95"]
-    alo, blo = alo or 0.0, blo or 0.0
-    ahi, bhi = inf if ahi is None else ahi, inf if bhi is None else bhi
+    """Whether the 95% intervals of the correct-image medians share a point (censored ends count as the floor,
+    ``None``, not fooled up to eps_max, as infinity)."""
+    (alo, ahi), (blo, bhi) = ([float("inf") if v is None else v for v in m["median_eps_star_correct_ci95"]]
+                              for m in (a, b))
     return bool(alo <= bhi and blo <= ahi)
 
 
