@@ -27,6 +27,7 @@ from attack_throughput import DEFAULT_DATA  # noqa: E402
 from before_after import machine_info  # noqa: E402
 
 from arbibench.data import load_cifar10  # noqa: E402
+from arbibench.evaluation.cards import checkpoint_sha256  # noqa: E402
 from arbibench.evaluation.min_perturbation import EPS_FLOOR, minimal_perturbation  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
 from arbibench.files import atomic_write_json  # noqa: E402
@@ -57,6 +58,7 @@ def measure(name: str, x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor, stor
     summary.pop("curve")
     return {
         "model": name,
+        "checkpoint_sha256": checkpoint_sha256(name, "cifar10"),
         **summary,
         "found_by": dict(Counter(f for f in per_sample["found_by"] if f)),
         "seconds": round(seconds, 1),
