@@ -34,12 +34,10 @@ from arbibench.verify import (
 from arbibench.verify import intervals as iv
 from arbibench.verify.certify import corner
 
-DATA = Path("/work/shared/data")
-
 
 @pytest.fixture(scope="module")
-def images() -> tuple[torch.Tensor, torch.Tensor]:
-    x, y, _ = load_cifar10(6, data_dir=DATA)
+def images(data_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y, _ = load_cifar10(6, data_dir=data_dir)
     return x, y
 
 
@@ -238,13 +236,13 @@ def test_interval_prelu_and_batchnorm_hold_every_point() -> None:
     assert bool((values >= out_lo).all() and (values <= out_hi).all())
 
 
-def test_cli_writes_the_bracket_and_refuses_bad_radii(tmp_path: Path) -> None:
+def test_cli_writes_the_bracket_and_refuses_bad_radii(tmp_path: Path, data_dir: Path) -> None:
     from typer.testing import CliRunner
 
     from arbibench.cli import app
 
     out = tmp_path / "v.json"
-    env = {"ARBIBENCH_DATA": str(DATA)}
+    env = {"ARBIBENCH_DATA": str(data_dir)}
     args = ["verify", "-m", "resnet20_bnn", "-n", "1", "--steps", "0", "--nodes", "16", "--corners", "4"]
     result = CliRunner().invoke(app, [*args, "--json", str(out)], env=env)
     assert result.exit_code == 0, result.output
