@@ -78,7 +78,8 @@ def run_side_by_side(
     limit, resumable). ``report`` gets a line whenever a member's finished epochs change."""
     env = dict(os.environ)
     if device == "cpu":  # the cores split between the runs, never oversubscribed
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // len(members)))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        env["OMP_NUM_THREADS"] = str(max(1, cores // len(members)))  # the cores this process may use, not the host's
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for m in members:
         m.log.parent.mkdir(parents=True, exist_ok=True)
