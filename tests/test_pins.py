@@ -48,3 +48,33 @@ def test_a_malformed_pin_line_is_named(tmp_path):
     bad.write_text("abc  resnet20_fp.safetensors\n")
     with pytest.raises(ValueError, match="SHA256SUMS:1"):
         read_pins(bad)
+
+
+def test_a_new_backbone_is_pinned_only_when_asked_and_registers_from_its_name(tmp_path):
+    from arbibench.models.zoo import pinned_entry
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    pins = folder / "SHA256SUMS"
+    shutil.copyfile(PIN_FILE, pins)
+    weights = folder / "resnet18_bnn.safetensors"
+    weights.write_bytes(b"a first resnet18 checkpoint")
+    (folder / "resnet18_bnn.json").write_text(json.dumps({"sha256": sha256_file(weights)}))
+    with pytest.raises(ValueError, match="pin it with --add"):
+        pin("resnet18_bnn", folder, pins)
+    assert pins.read_text() == PIN_FILE.read_text()
+    old, new = pin("resnet18_bnn", folder, pins, add=True)
+    assert old is None and read_pins(pins)["resnet18_bnn"] == new
+    entry = pinned_entry("resnet18_bnn", new)
+    assert (entry.arch, entry.method, entry.training, entry.shipped) == ("resnet18", "bnn", "standard", True)
+    at = pinned_entry("resnet20_bireal_at", new)
+    assert (at.arch, at.method, at.training) == ("resnet20", "bireal", "adversarial")
+
+
+def test_zoo_pin_add_refuses_a_name_the_registry_cannot_read():
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    result = CliRunner().invoke(app, ["zoo", "pin", "resnet99_bnn", "--add"])
+    assert result.exit_code == 2 and "<arch>_<method>" in result.output and "Traceback" not in result.output

@@ -114,12 +114,29 @@ def zoo_table(
 
 
 @zoo_app.command("pin")
-def zoo_pin(name: str = typer.Argument(..., help="A shipped zoo model, e.g. resnet20_reactnet.")) -> None:
+def zoo_pin(
+    name: str = typer.Argument(..., help="A shipped zoo model, e.g. resnet20_reactnet."),
+    add: bool = typer.Option(False, help="Ship a model the zoo does not ship yet (<arch>_<method>[_at], e.g. "
+                             "resnet18_bnn, exported with its card)."),
+) -> None:
     """Pin a re-exported checkpoint's sha256 in checkpoints/SHA256SUMS (its card must name the same bytes)."""
     from arbibench.models.pins import pin  # start-up: --help stays light
 
     try:
-        old, new = pin(name)
+        if add:
+            _check_new_name(name)
+        old, new = pin(name, add=add)
     except USER_ERRORS as e:
         fail(e)
     console.print(f"{name}: pinned {new}" + ("" if old == new else f" (was {old})"))
+
+
+def _check_new_name(name: str) -> None:
+    """A new zoo model's name must say its backbone and method, as the registry reads them off it."""
+    from arbibench.models.architectures import ARCHITECTURES  # start-up: the registry loads torch
+    from arbibench.models.methods import METHODS
+
+    arch, _, method = name.removesuffix("_at").partition("_")
+    if ARCHITECTURES.get(arch) is None or ARCHITECTURES[arch].dataset != "cifar10" or method not in METHODS:
+        raise ValueError(f"{name!r} is not <arch>_<method>[_at] of a CIFAR-10 backbone and a method preset "
+                         "(e.g. resnet18_bnn)")

@@ -30,8 +30,10 @@ def read_pins(path: Path = PIN_FILE) -> dict[str, str]:
     return pins
 
 
-def pin(name: str, checkpoint_dir: Path | None = None, path: Path = PIN_FILE) -> tuple[str | None, str]:
-    """Pin the checkpoint ``name`` as it is now, after checking its card names the same bytes; returns (old, new)."""
+def pin(name: str, checkpoint_dir: Path | None = None, path: Path = PIN_FILE, *, add: bool = False
+        ) -> tuple[str | None, str]:
+    """Pin the checkpoint ``name`` as it is now, after checking its card names the same bytes; returns (old, new).
+    ``add`` ships a model the zoo does not ship yet (a new backbone's first checkpoint, e.g. ``resnet18_bnn``)."""
     folder = checkpoint_dir or path.parent
     weights, card_path = folder / f"{name}.safetensors", folder / f"{name}.json"
     if not weights.is_file():
@@ -43,8 +45,9 @@ def pin(name: str, checkpoint_dir: Path | None = None, path: Path = PIN_FILE) ->
                          "so card and file agree before pinning")
     pins = read_pins(path)
     old = pins.get(name)
-    if name not in pins:
-        raise ValueError(f"{name!r} is not a shipped zoo model; shipped: {', '.join(sorted(pins))}")
+    if name not in pins and not add:
+        raise ValueError(f"{name!r} is not a shipped zoo model (shipped: {', '.join(sorted(pins))}); to ship it as a "
+                         "new one, pin it with --add")
     pins[name] = new
     atomic_write_text("".join(f"{sha}  {n}.safetensors\n" for n, sha in pins.items()), path)
     return old, new

@@ -60,27 +60,22 @@ class ZooEntry:
         return self.sha256 is not None and self.source is None
 
 
-# sha256 of every shipped CIFAR-10 ResNet-20 checkpoint, by method, from checkpoints/SHA256SUMS (a retrained file is
-# pinned there by `arbibench zoo pin`; the model card written by `arbibench train --export` holds the same hash).
+# Every shipped CIFAR-10 checkpoint, from checkpoints/SHA256SUMS (a retrained file is pinned there by `arbibench zoo
+# pin`; the model card written by `arbibench train --export` holds the same hash). A name is <arch>_<method>, with
+# "_at" for adversarial training at Linf 8/255 (`arbibench train --recipe at`): resnet20_bireal_at, resnet18_bnn.
 _PINS = read_pins()
-RESNET20_CIFAR10_SHA256: dict[str, str] = {
-    name.removeprefix("resnet20_"): sha for name, sha in _PINS.items() if not name.endswith("_at")
-}
+AT_NAME_SUFFIX = "_at"
 
-# Adversarially trained at Linf 8/255 (`arbibench train --recipe at`), named <arch>_<method>_at.
-RESNET20_CIFAR10_AT_SHA256: dict[str, str] = {
-    name.removeprefix("resnet20_").removesuffix("_at"): sha for name, sha in _PINS.items() if name.endswith("_at")
-}
 
-ZOO: dict[str, ZooEntry] = {
-    f"resnet20_{method}": ZooEntry(f"resnet20_{method}", "resnet20", method, "cifar10", sha256=sha)
-    for method, sha in RESNET20_CIFAR10_SHA256.items()
-}
-ZOO.update(
-    (f"resnet20_{method}_at",
-     ZooEntry(f"resnet20_{method}_at", "resnet20", method, "cifar10", sha256=sha, training="adversarial"))
-    for method, sha in RESNET20_CIFAR10_AT_SHA256.items()
-)
+def pinned_entry(name: str, sha256: str) -> ZooEntry:
+    """The registry entry of the pinned CIFAR-10 checkpoint ``name``, its backbone and method read off the name."""
+    adversarial = name.endswith(AT_NAME_SUFFIX)
+    arch, _, method = name.removesuffix(AT_NAME_SUFFIX).partition("_")
+    return ZooEntry(name, arch, method, "cifar10", sha256=sha256,
+                    training="adversarial" if adversarial else "standard")
+
+
+ZOO: dict[str, ZooEntry] = {name: pinned_entry(name, sha) for name, sha in _PINS.items()}
 
 # ImageNet ResNet-18 for every method preset: registered, not shipped; load_model reads the user's file.
 ZOO.update(
