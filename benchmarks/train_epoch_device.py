@@ -35,7 +35,7 @@ from arbibench.train.side_by_side import COMMAND_LINE
 
 def _recipe(name: str, epochs: int, train_examples: int | None) -> Any:
     arch, _, method = name.partition("_")
-    r = replace(default_recipe(method, kind="paper"), arch=arch, epochs=epochs, train_examples=train_examples)
+    r = replace(default_recipe(method, kind="paper", arch=arch), epochs=epochs, train_examples=train_examples)
     if r.step1_epochs:
         r.step1_epochs = max(1, epochs // 2)
     return r

@@ -43,9 +43,10 @@ def tiny_protocol(name: str, quick: bool = False, demo: bool = False) -> Protoco
     return replace(preset, **{k: v for k, v in sizes.items() if hasattr(preset, k)})
 
 
-def tiny_recipe(method: str, *, paper: bool = False, kind: str = "finetune") -> train_module.Recipe:
+def tiny_recipe(method: str, *, paper: bool = False, kind: str = "finetune",
+                arch: str = "resnet20") -> train_module.Recipe:
     """The method's recipe on the first 64 training images in batches of 32."""
-    recipe = _full_recipe(method, paper=paper, kind=kind)
+    recipe = _full_recipe(method, paper=paper, kind=kind, arch=arch)
     recipe.train_examples, recipe.batch_size = 64, 32
     return recipe
 

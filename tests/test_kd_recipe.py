@@ -255,7 +255,7 @@ def test_a_continuation_replaces_the_zoo_model_only_when_more_accurate(tmp_path,
     import arbibench.train as training
     from arbibench.cli import app
 
-    monkeypatch.setattr(training, "default_recipe", lambda method, paper=False, kind="finetune": _tiny(method))
+    monkeypatch.setattr(training, "default_recipe", lambda method, **_: _tiny(method))
     full_train = training.train
     monkeypatch.setattr(training, "train", lambda *a, **k: full_train(*a, **k, eval_examples=100))
     monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))

@@ -130,6 +130,14 @@ def test_paper_recipes_follow_their_sources():
     assert bnn.init_from == "resnet20_fp" and bnn.optimizer == "adam" and "BiBench" in " ".join(bnn.sources.values())
 
 
+def test_recipes_on_another_backbone_start_from_and_distil_that_backbones_twin():
+    for kind in ("paper", "kd", "long", "finetune"):
+        r = default_recipe("reactnet", kind=kind, arch="resnet18")
+        assert r.arch == "resnet18"
+        assert {r.init_from, r.teacher} - {None} <= {"resnet18_fp", "resnet18_reactnet"}, (kind, r)
+    assert default_recipe("bnn", kind="paper", arch="resnet18").init_from == "resnet18_fp"
+
+
 def test_linear_schedule_decays_to_zero():
     r = Recipe(lr=0.4, schedule="linear")
     assert learning_rate(r, 0, 100) == 0.4 and learning_rate(r, 50, 100) == pytest.approx(0.2)

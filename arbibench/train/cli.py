@@ -113,7 +113,7 @@ def train(
         fail(e)
     # The recipe and the training loop are looked up on the module, so a test can shrink them to test size.
     try:
-        recipe = training.default_recipe(method, paper=paper, kind=recipe_kind)
+        recipe = training.default_recipe(method, paper=paper, kind=recipe_kind, arch=arch)
     except train_errors() as e:
         fail(e)
     recipe.arch, recipe.seed = arch, seed

@@ -154,21 +154,25 @@ RECIPE_KINDS = ("finetune", "kd", "at", "long", "paper")
 SCHEDULES = ("onecycle", "cosine", "linear")
 
 
-def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune") -> Recipe:
-    """The shipped recipe of ``kind`` for ``method``: ``finetune`` (cross-entropy) or ``kd`` (two-step distillation)."""
+def default_recipe(method: str, *, paper: bool = False, kind: str = "finetune", arch: str = "resnet20") -> Recipe:
+    """The recipe of ``kind`` for ``method`` on ``arch``, whose FP twin (``<arch>_fp``) is its teacher or start
+    wherever the recipe has one."""
     get_method(method)
     if kind not in RECIPE_KINDS:
         raise ValueError(f"unknown recipe {kind!r}; known: {', '.join(RECIPE_KINDS)}")
     if kind == "kd":
-        r = kd_recipe(method)
+        r = kd_recipe(method, arch)
     elif kind == "long":
-        r = long_recipe(method)
+        r = long_recipe(method, arch)
     elif kind == "at":
-        r = at_recipe(method)
+        r = at_recipe(method, arch)
     elif kind == "paper":
-        r = paper_recipe(method)
+        r = paper_recipe(method, arch)
     else:
         r = Recipe(**asdict(RECIPES[method])) if method in RECIPES else Recipe(method=method)
+        r.arch = arch
+        if r.init_from == "resnet20_fp":  # the CPU fine-tune recipes start from the backbone's FP twin
+            r.init_from = f"{arch}_fp"
     if paper:
         r.epochs = PAPER_EPOCHS.get(method, 200)
         if r.step1_epochs:
