@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,7 +126,19 @@ def _root() -> None:
     """arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol)."""
 
 
+def _cap_threads() -> None:
+    """Before torch loads: no more OpenMP workers than the cores this process may use (its affinity and cgroup
+    quota), where those are fewer than the machine's and the user set no thread count. Torch would start one worker
+    per core of the machine, and the extra ones only take time slices from the working ones."""
+    from arbibench.machine import default_threads
+
+    threads = default_threads()
+    if threads is not None and threads < (os.cpu_count() or 1):
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
 def main() -> None:
+    _cap_threads()
     app()
 
 
