@@ -1,0 +1,86 @@
+"""The lab stays out of the product: the wheel installs no ``lab`` and no queue, no module of ``arbibench/`` imports
+or names the job runner, and the lab drives arbibench through its command line, importing only the bottom row."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from setuptools import find_packages
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "arbibench"
+LAB = ROOT / "lab"
+# the bottom row of docs/architecture.md: standard library only, so the lab's import of them loads no layer above
+LAB_MAY_IMPORT = {"arbibench.files", "arbibench.terminal", "arbibench.clock"}
+# what would tie the product to the job runner: its package, its command, its files
+RUNNER_MENTIONS = re.compile(r"\blab\.queue\b|python -m lab\b|arbibench[ .]queue\b|queue(_state)?\.json|"
+                             r"zoo_runs/carry|runs/queue\b|refs/arbibench")
+
+
+def installed_packages(pyproject: str) -> list[str]:
+    """The packages ``pip install .`` puts on the path, by the setuptools find settings of ``pyproject``."""
+    find = tomllib.loads(pyproject)["tool"]["setuptools"]["packages"]["find"]
+    return find_packages(where=str(ROOT), include=find.get("include", ("*",)), exclude=find.get("exclude", ()))
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module an ``import`` or ``from ... import`` in ``path`` names (functions and TYPE_CHECKING included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_the_wheel_installs_no_lab_and_no_queue() -> None:
+    packages = installed_packages((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "arbibench" in packages and "arbibench.protocol" in packages
+    assert [p for p in packages if p.split(".")[0] == "lab" or "queue" in p.split(".")] == []
+    # the check can fail: a find config that takes every package would install the lab
+    assert "lab.queue" in installed_packages('[tool.setuptools.packages.find]\ninclude = ["*"]\n')
+
+
+def test_no_module_of_the_package_imports_or_names_the_job_runner() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        offenders += [f"{rel}: imports {m}" for m in _imported(path) if m.split(".")[0] == "lab"]
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if RUNNER_MENTIONS.search(line):
+                offenders.append(f"{rel}:{n}: {line.strip()}")
+    assert offenders == []
+    assert RUNNER_MENTIONS.search("see `python -m lab queue status`")  # the pattern finds what it is for
+    assert RUNNER_MENTIONS.search("from arbibench.queue.carry import merge_rows")
+
+
+def test_the_lab_imports_only_the_package_s_bottom_row() -> None:
+    """Everything else it asks of arbibench goes through the command line (``arbibench ...`` child processes)."""
+    used = {m for path in LAB.rglob("*.py") for m in _imported(path) if m.split(".")[0] == "arbibench"}
+    modules = {m for m in used if (ROOT / Path(*m.split("."))).with_suffix(".py").is_file()
+               or (ROOT / Path(*m.split("."))).is_dir()}
+    assert modules and modules <= LAB_MAY_IMPORT, sorted(modules - LAB_MAY_IMPORT)
+
+
+def test_the_lab_runs_as_a_module_from_the_repository_root() -> None:
+    out = subprocess.run([sys.executable, "-m", "lab", "queue", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for command in ("run", "status", "pause", "resume", "carry", "add-rows"):
+        assert f" {command} " in out.stdout, command
+
+
+def test_the_product_command_line_has_no_queue() -> None:
+    from typer.testing import CliRunner
+
+    from arbibench.cli import COMMANDS, app
+
+    assert "queue" not in COMMANDS
+    result = CliRunner().invoke(app, ["queue", "status"])
+    assert result.exit_code == 2 and "No such command 'queue'" in result.output
