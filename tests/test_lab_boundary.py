@@ -7,10 +7,14 @@ import ast
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 from setuptools import find_packages
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as a package
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "arbibench"

@@ -35,9 +35,10 @@ def ask(args: list[str], repo: Path, *, threads: int = 1) -> RunProgress:
     argv = command_line(("arbibench", "protocol", "progress", *args, "--json"), sys.executable)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-        return RunProgress(None, False, (), error=lines[-1].removeprefix("error: ") if lines else "failed")
+    if done.returncode != 0:  # arbibench's one error line (wrapped by the console), else the end of what it said
+        said = done.stdout + done.stderr
+        error = said[said.index("error:") + 6:] if "error:" in said else said[-300:]
+        return RunProgress(None, False, (), error=" ".join(error.split()) or f"exit status {done.returncode}")
     answer = json.loads(done.stdout)
     return RunProgress(str(answer["store"]), bool(answer["store_found"]), tuple(answer["models"]))
 

@@ -212,11 +212,13 @@ def epoch_note(state_json: Path) -> str:
         st = json.loads(state_json.read_text())
     except (OSError, json.JSONDecodeError):
         return ""
-    last = (st.get("history") or [{}])[-1]
+    if not isinstance(st, dict) or not st.get("history"):
+        return ""
+    last = st["history"][-1]
     total = st.get("recipe", {}).get("epochs", "?")
     acc = last.get("val_acc")
     acc_text = f", validation accuracy {100 * acc:.2f}%" if isinstance(acc, float) else ""
-    return f", after epoch {last.get('epoch', '?')} of {total}{acc_text}"
+    return f", after epoch {last.get('epoch', len(st['history']))} of {total}{acc_text}"
 
 
 class Runner:
@@ -385,12 +387,12 @@ class Runner:
         if job.snapshot:
             snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1])
         self._save_resume_point(job, f"Queue: {job.name}, resume point{note}")
-        paths = [*self._record_paths(), *self._carry_paths(job, finished=False)]
-        committed = git_commit(paths, f"Queue: {job.name}, resume copies{note}", self.repo)
+        copies = self._carry_paths(job, finished=False)
+        committed = git_commit([*self._record_paths(), *copies], f"Queue: {job.name}, resume copies{note}", self.repo)
         if asked:
             head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=self.repo, capture_output=True,
                                   text=True).stdout.strip()
-            answer = {"job": job.name, "paths": paths, "commit": head if committed else None}
+            answer = {"job": job.name, "paths": copies, "commit": head if committed else None}
             atomic_write_text(json.dumps(answer) + "\n", self.run_dir / CARRY_RESULT)
             request.unlink(missing_ok=True)
 
