@@ -88,3 +88,29 @@ def test_the_product_command_line_has_no_queue() -> None:
     assert "queue" not in COMMANDS
     result = CliRunner().invoke(app, ["queue", "status"])
     assert result.exit_code == 2 and "No such command 'queue'" in result.output
+
+
+def _lab_lines() -> list[str]:
+    """Every ``python -m lab ...`` command line shown in docs/long-jobs.md's shell blocks and run by the Makefile."""
+    page = (ROOT / "docs" / "long-jobs.md").read_text(encoding="utf-8")
+    shown = [line for block in re.findall(r"```bash\n(.*?)```", page, flags=re.S) for line in block.splitlines()
+             if line.startswith("python -m lab ")]
+    shown += [line for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines() if line.startswith("\t")]
+    return [re.split(r"\s+#|>|;", line[line.index("-m lab ") + 3:])[0].strip() for line in shown if "-m lab " in line]
+
+
+def test_the_lab_commands_shown_and_run_are_real() -> None:
+    import typer
+
+    from lab.__main__ import app
+
+    root = typer.main.get_command(app)
+    lines = _lab_lines()
+    assert len(lines) >= 8 and "lab queue pause --holder make-test" in lines  # the Makefile's included
+    for line in lines:
+        command, rest = root, line.split()[1:]
+        while rest and not rest[0].startswith("-") and hasattr(command, "commands"):
+            assert rest[0] in command.commands, line
+            command, rest = command.commands[rest[0]], rest[1:]
+        known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+        assert {t for t in rest if t.startswith("-")} <= known, (line, known)
