@@ -47,7 +47,6 @@ def run(
     run_dir: Path = typer.Option(RUN_DIR, help="Runner files: pid, pause holders (not tracked)."),
 ) -> None:
     """Run every unfinished job in order; a killed queue resumes at the step and epoch where it stopped."""
-
     try:
         jobs = load_plan(plan)
         if only is not None and only not in {j.name for j in jobs}:
@@ -67,7 +66,6 @@ def status(
     run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
 ) -> None:
     """Each job's progress: finished, running or waiting; epochs done of the budget and the projected hours left."""
-
     try:
         jobs = load_plan(plan)
         st = QueueState.load(state)
