@@ -1,5 +1,5 @@
 """The ``arbibench`` command line: wiring only. Each package owns its commands in its own ``cli.py`` (train and
-recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard, verify, queue); this module
+recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard, verify); this module
 names them and adds them.
 
 A command's module is imported only when that command runs or shows its help: ``arbibench --help`` lists the
@@ -59,10 +59,6 @@ COMMANDS: dict[str, CommandEntry] = {
     "verify": CommandEntry(
         "arbibench.verify.cli", "verify",
         "Certify Linf robustness per image: sound bounds through the exact signs, then a bounded branch-and-bound."),
-    "queue": CommandEntry(
-        "arbibench.queue.cli", "queue_app",
-        "The machine's one queue of long jobs (zoo training, full-protocol cards): one job at a time, resumable, "
-        "committed to git as it goes."),
 }
 
 
