@@ -395,7 +395,7 @@ def _read_findings_json(path: Path) -> dict[str, Any]:
     except OSError as e:
         fail(ValueError(f"--compare {path}: cannot read it ({e}); pass the --json of an earlier report"))
     except ValueError as e:
-        fail(ValueError(f"--compare {e}; pass the --json of an earlier `arbibench protocol report`"))
+        fail(ValueError(f"--compare: not the --json of `arbibench protocol report`: {e}"))
 
 
 def _protocol_run_corruptions(
