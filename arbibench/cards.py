@@ -193,7 +193,7 @@ class Card(Record):
 
     ``VERSION`` is the layout this arbibench writes; ``schema_version`` the one a parsed file was written in."""
 
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = SCHEMA_VERSION  # every card type writes layout 2; a type whose layout moves on says so
     path: Path | None = _local(default=None)
     raw: Mapping[str, Any] = _local(default_factory=dict)
     schema_version: int = _field("integer", lo=1, default=0)
@@ -316,7 +316,6 @@ class CardIdentity(Card):
     """What every result card (attack or corruptions) says of the model it measured and how: RobustBench's identity
     fields, the method and the checkpoint's sha256, and the protocol."""
 
-    VERSION: ClassVar[int] = SCHEMA_VERSION
     # RobustBench's identity fields
     name: str = _field("text", required=True)
     link: str | None = _field("text")
@@ -533,7 +532,6 @@ class DeployCheckCard(Card):
     """Does robustness measured on the float simulation of a BNN hold for its deployed, bit-packed network
     (:mod:`arbibench.protocol.deploy_check`)? Shares are ratios in [0, 1]."""
 
-    VERSION: ClassVar[int] = 2
     name: str = _field("text", required=True)
     kind: str = _field("text", default=DEPLOY_CHECK)
     protocol: str = _field("text", required=True)
@@ -596,7 +594,6 @@ class CheckpointCard(Card):
     accuracy (a ratio), how it was trained, and every version it replaced. The recipe, the training history and the
     held-out selection are kept as the training run wrote them (:mod:`arbibench.train`)."""
 
-    VERSION: ClassVar[int] = 2
     name: str = _field("text", required=True)
     dataset: str = _field("text", required=True)
     architecture: str = _field("text", required=True)
@@ -668,7 +665,6 @@ class FindingsDocument(Card):
     """The ``--json`` of ``arbibench protocol report``: every BNN against its twin per setting (``findings``) and per
     attack or eps (``per_column``)."""
 
-    VERSION: ClassVar[int] = 2
     protocol: str = _field("text", required=True)
     findings: tuple[Finding, ...] = _field("record_list", of=Finding, required=True)
     per_column: tuple[Finding, ...] = _field("record_list", of=Finding, factory=tuple)

@@ -145,13 +145,8 @@ def twin_findings(
             for model, twin, setting, own, other in _pairs(outcomes, twins)]
 
 
-def column_findings(
-    outcomes: Mapping[str, Mapping[str, PairedOutcomes]],
-    twins: Mapping[str, str],
-    *,
-    n_boot: int = N_BOOTSTRAP,
-    seed: int = 0,
-) -> list[TwinComparison]:
+def column_findings(outcomes: Mapping[str, Mapping[str, PairedOutcomes]], twins: Mapping[str, str], *,
+                    n_boot: int = N_BOOTSTRAP, seed: int = 0) -> list[TwinComparison]:
     """What :func:`twin_findings` averages, one column at a time: each attack of a family, each eps of a sweep.
 
     A family's verdict is a mean over its attacks, so one weak attack can carry it (a BNN and its twin both at 0%
