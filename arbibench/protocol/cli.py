@@ -3,7 +3,6 @@ and ``arbibench/cli.py`` only wires it in."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -269,6 +268,7 @@ def protocol_report(
     otherwise "not distinguishable".
     """
 
+    from arbibench.cards import FindingsDocument  # start-up: beside the run's imports
     from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
     from arbibench.files import atomic_write, atomic_write_json  # start-up: beside the run's imports
     from arbibench.protocol.findings_page import findings_markdown  # start-up: as above
@@ -310,9 +310,9 @@ def protocol_report(
     if per_attack and per_column:
         console.print(findings_table(per_column, per_column=True))
     if json_out is not None:
-        payload = {"protocol": protocol.label, "findings": [f.to_dict() for f in findings],
-                   "per_column": [f.to_dict() for f in per_column]}
-        atomic_write_json(payload, json_out)
+        document = FindingsDocument(protocol=protocol.label, findings=tuple(f.to_row() for f in findings),
+                                    per_column=tuple(f.to_row() for f in per_column))
+        atomic_write_json(document.to_dict(), json_out)
         console.print(f"wrote {json_out}")
     if markdown is not None:
         command = " ".join([
@@ -386,14 +386,16 @@ def _read_readme(path: Path, markdown: Path | None) -> str:
 
 
 def _read_findings_json(path: Path) -> dict[str, Any]:
-    """The --json of an earlier ``protocol report``; anything else is refused before any work."""
+    """The --json of an earlier ``protocol report``, checked as a findings document; anything else is refused
+    before any work."""
+    from arbibench.cards import FindingsDocument  # start-up: as in protocol_report
+
     try:
-        payload = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        fail(ValueError(f"--compare {path}: cannot read it as JSON ({e}); pass the --json of an earlier report"))
-    if not isinstance(payload, dict) or not isinstance(payload.get("findings"), list):
-        fail(ValueError(f"--compare {path}: not the --json of `arbibench protocol report` (no findings list)"))
-    return payload
+        return FindingsDocument.read(path).to_dict()
+    except OSError as e:
+        fail(ValueError(f"--compare {path}: cannot read it ({e}); pass the --json of an earlier report"))
+    except ValueError as e:
+        fail(ValueError(f"--compare: not the --json of `arbibench protocol report`: {e}"))
 
 
 def _protocol_run_corruptions(
@@ -565,6 +567,7 @@ def protocol_deploy_check(
     """Does robustness measured on the float simulation hold for the deployed, bit-packed BNN? Clean agreement,
     the share of the simulation's adversarial examples that fool the deployed network, and Square/HSJA/RayS run
     against each (arbibench.protocol.deploy_check)."""
+    from arbibench.cards import ONES_PADDING  # start-up: --help stays light
     from arbibench.deploy import get_backend  # start-up: the deployed network loads torch
     from arbibench.files import atomic_write_json  # start-up: --help stays light
     from arbibench.models.methods import get_method  # start-up: the presets load torch
@@ -590,20 +593,21 @@ def protocol_deploy_check(
                   "direct: deployed - simulation ACC*")
     for model_name in names:
         try:
-            check = run_deploy_check(model_name, protocol, data_dir=data_dir, attacks=chosen,
-                                     clean_images=clean_images, backend=backend, log=console.log)
+            card = run_deploy_check(model_name, protocol, data_dir=data_dir, attacks=chosen,
+                                    clean_images=clean_images, backend=backend, log=console.log)
         except user_errors() as e:
             fail(e)
-        card = check.to_card()
         path = model_info / protocol.dataset / "deploy" / f"{model_name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(card, path)
-        shares = [t.share for t in check.transfer if t.share is not None]
+        atomic_write_json(card.to_dict(), path)
+        shares = [t.share for t in card.transfer_to_deployed if t.share is not None]
+        zero, padded = card.clean(), card.clean(ONES_PADDING)
         table.add_row(
-            model_name, f"{check.clean[0].agreement:.2%}", f"{check.clean[1].agreement:.2%}",
+            model_name, "" if zero is None else f"{zero.agreement:.2%}",
+            "" if padded is None else f"{padded.agreement:.2%}",
             "" if not shares else f"{min(shares):.2%}",
-            ", ".join(f"{d.attack} {d.difference[0]:+.3f} [{d.difference[1]:+.3f}, {d.difference[2]:+.3f}]"
-                      for d in check.direct),
+            ", ".join(f"{d.attack} {d.difference.value:+.3f} [{d.difference.low:+.3f}, {d.difference.high:+.3f}]"
+                      for d in card.direct_attacks),
         )
         console.print(f"wrote {path}")
     console.print(table)
