@@ -19,6 +19,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from arbibench.machine import default_threads
+
 
 @dataclass(frozen=True)
 class CommandEntry:
@@ -126,8 +128,6 @@ def _cap_threads() -> None:
     """Before torch loads: no more OpenMP workers than the cores this process may use (its affinity and cgroup
     quota), where those are fewer than the machine's and the user set no thread count. Torch would start one worker
     per core of the machine, and the extra ones only take time slices from the working ones."""
-    from arbibench.machine import default_threads
-
     threads = default_threads()
     if threads is not None and threads < (os.cpu_count() or 1):
         os.environ["OMP_NUM_THREADS"] = str(threads)

@@ -3,6 +3,7 @@ and ``arbibench/cli.py`` only wires it in."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
