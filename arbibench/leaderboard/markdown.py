@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from arbibench.cards import CheckpointCard, CorruptionCard, DeployCheckCard
 from arbibench.leaderboard.cards import ModelCard, order_families
 from arbibench.leaderboard.deploy import deploy_markdown
-from arbibench.leaderboard.eps_star import eps_star_median_text
+from arbibench.leaderboard.eps_star import eps_star_bracket_text, eps_star_median_text
 from arbibench.leaderboard.ranking import Board, protocol_size
 
 DASH = "-"
@@ -33,12 +33,14 @@ def _row(cells: list[str]) -> str:
 
 
 def summary_markdown(board: Board) -> str:
-    """One row per model in rank order: ACC, RS per family and overall, AutoAttack, median eps*, worst case, flags.
+    """One row per model in rank order: ACC, RS per family and overall, AutoAttack, median eps* with its interval and
+    its [certified, attacked] bracket, worst case, flags.
 
     A model the gradient-masking checks flagged gets a warning sign beside its rank, as on the site."""
     families = board.families
     header = ["rank", "model", "method", "protocol", "ACC", *[f"RS {f}" for f in families], "RS all", "RS_mean all",
-              "AutoAttack", "median eps*, correct images [95% CI]", "worst case", "flags"]
+              "AutoAttack", "median eps*, correct images [95% CI]", "median eps* [certified, attacked]", "worst case",
+              "flags"]
     lines = [_row(header), _row(["---", "---", "---", "---", *["---:"] * (len(header) - 5), "---"])]
     mixed = len(board.sizes) > 1
     for ranked in board.rows:
@@ -58,6 +60,7 @@ def summary_markdown(board: Board) -> str:
             _ratio(card.rs_mean.get("all")),
             _pct(aa),
             eps_star_median_text(card),
+            eps_star_bracket_text(card),
             _pct(card.worst_case_acc),
             ", ".join(card.flags) or DASH,
         ]))
