@@ -59,7 +59,7 @@ def rows(path: Path) -> list[list[tuple]]:
 
 
 def part1(args: argparse.Namespace, folder: Path) -> None:
-    from arbibench.evaluation.ray_backend import RayBackend
+    from arbibench.evaluation.ray_executor import RayExecutor
 
     protocol = small_protocol(args.n_white, args.n_black, args.batch)
     n_batches = len(MODELS) * (
@@ -74,7 +74,7 @@ def part1(args: argparse.Namespace, folder: Path) -> None:
     reference = None
     for name, workers in (("local", 0), ("ray", 1), ("ray", 2)):
         path = folder / f"{name}-{workers}.db"
-        backend = None if name == "local" else RayBackend(workers=workers, worker_threads=1)
+        backend = None if name == "local" else RayExecutor(workers=workers, worker_threads=1)
         t0 = time.perf_counter()
         if backend is not None:
             backend._start()  # a private Ray on this machine and its workers: timed apart from the protocol

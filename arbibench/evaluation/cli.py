@@ -14,7 +14,7 @@ from arbibench.terminal import USER_ERRORS as BASE_ERRORS
 from arbibench.terminal import console, fail
 
 if TYPE_CHECKING:
-    from arbibench.evaluation.backends import Backend
+    from arbibench.evaluation.executors import Executor
 
 # The command-line help of the backend options, shared by `eval`, `protocol run` and `sweep`.
 BACKEND_HELP = ("Where the store batches are computed: local (this process), processes (worker processes on this "
@@ -51,14 +51,14 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (*BASE_ERRORS, DownloadError, StoreError, KernelUnavailableError, NumbaUnavailableError)
 
 
-def open_backend(
+def open_executor(
     backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
-) -> Backend | None:
+) -> Executor | None:
     """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
-    from arbibench.evaluation.backend_registry import get_backend  # start-up: the backends load torch
+    from arbibench.evaluation.executor_registry import get_executor  # start-up: the backends load torch
 
     try:
-        return get_backend(backend, address=address, workers=workers, worker_threads=worker_threads,
+        return get_executor(backend, address=address, workers=workers, worker_threads=worker_threads,
                            model_dir=model_dir)
     except user_errors() as e:
         fail(e)
@@ -118,7 +118,7 @@ def eval_(
         attack_objs = attacks_from_spec(attacks)
     except ValueError as e:
         fail(ValueError(f"--attacks {attacks!r}: {e}"))
-    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
+    runner_backend = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         result = benchmark(
             model,

@@ -18,7 +18,7 @@ nearly every image and cannot tell one BNN from another. The search here:
 3. at every radius, **random sign corners** (:class:`~arbibench.attacks.corners.RandomCorners`, ``probe_draws``
    draws, labels only) go first, and only the images they leave unfooled meet the attacks, in order.
 
-Every run goes through :func:`~arbibench.evaluation.runner.evaluate`, so each example is verified against the
+Every run is planned and executed like :func:`~arbibench.evaluation.runner.evaluate`'s, so each example is verified against the
 threat model and on the model before it counts, and every finished batch is read back from the store by a rerun. An
 image fooled even at ``eps_floor`` is *censored*: its eps* is only known to be at most the floor ("<= floor") and
 is never reported as the floor. Medians are given over the correctly classified images (robustness alone) beside
@@ -40,10 +40,13 @@ from torch import nn
 
 from arbibench.attacks import Attack, get_threat_model
 from arbibench.attacks.corners import RandomCorners
-from arbibench.evaluation.backends import Backend
-from arbibench.evaluation.runner import evaluate
+from arbibench.evaluation.executors import Executor
+from arbibench.evaluation.plan import plan_evaluation
+from arbibench.evaluation.runner import execute
+from arbibench.evaluation.settings import RunSettings
 from arbibench.evaluation.store import ResultStore
 from arbibench.evaluation.surrogates import attack_for_target
+from arbibench.inference import Inference
 
 #: The smallest radius the search tries unless told otherwise: a thousandth of a grey level, below the eps* of most
 #: images of a sign network (a grey level is 1/255).
@@ -237,7 +240,7 @@ class _Search:
         self.found_by[rows[smaller]] = name
 
 
-def _check_settings(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int) -> None:
+def _check_search(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int) -> None:
     """One ValueError naming the first bad search setting."""
     if isinstance(search_rounds, bool) or not isinstance(search_rounds, int) or not 1 <= search_rounds <= 12:
         raise ValueError(f"search_rounds must be an integer from 1 to 12, got {search_rounds!r}")
@@ -268,16 +271,46 @@ def minimal_perturbation(
     device: str | torch.device | None = None,
     progress: bool = False,
     console: Console | None = None,
-    backend: Backend | None = None,
-    inference: str = "simulation",
+    backend: Executor | None = None,
+    inference: Inference | str = Inference.SIMULATION,
 ) -> MinimalPerturbation:
     """eps* of every image: descent from ``eps_max`` to ``eps_floor``, then ``search_rounds`` bisection rounds,
     random sign corners first at every radius (see the module docstring).
 
     ``search_rounds`` sets the resolution, a factor ``2 ** (1 / 2**search_rounds)`` (3 rounds: 9%); each round
-    costs one more run per image. ``probe_draws=0`` leaves the corners out.
+    costs one more run per image. ``probe_draws=0`` leaves the corners out. The keywords of
+    :func:`search_eps_star`, with the run's settings one by one.
     """
-    _check_settings(threat_model, eps_max, eps_floor, search_rounds, probe_draws)
+    settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
+                           inference=Inference.parse(inference))
+    return search_eps_star(model, x, y, indices, attacks=attacks, threat_model=threat_model, eps_max=eps_max,
+                           search_rounds=search_rounds, eps_floor=eps_floor, probe_draws=probe_draws, store=store,
+                           settings=settings, model_name=model_name, progress=progress, console=console,
+                           executor=backend)
+
+
+def search_eps_star(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    *,
+    attacks: Sequence[str | Attack] = ("apgd_ce",),
+    threat_model: str = "Linf",
+    eps_max: float = 16 / 255,
+    search_rounds: int = 3,
+    eps_floor: float = EPS_FLOOR,
+    probe_draws: int = 50,
+    store: ResultStore,
+    settings: RunSettings,
+    model_name: str = "model",
+    progress: bool = False,
+    console: Console | None = None,
+    executor: Executor | None = None,
+) -> MinimalPerturbation:
+    """:func:`minimal_perturbation` under a run's ``settings`` (each radius planned with them), its batches computed
+    by ``executor`` when given."""
+    _check_search(threat_model, eps_max, eps_floor, search_rounds, probe_draws)
     attack_objs = [attack_for_target(a, model_name) for a in attacks]
     if not attack_objs:
         raise ValueError("minimal_perturbation needs at least one attack")
@@ -290,13 +323,12 @@ def minimal_perturbation(
     def run(attack: Attack, eps: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(clean correct, robust, distance found) of ``rows`` under ``attack`` at ``eps``, through the store."""
         pick = torch.from_numpy(rows)
-        clean, outcomes, _, _ = evaluate(
-            model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps),
-            dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
-            inference=inference, progress=progress, checks=False, backend=backend,
-            # the notes of every radius's run (the fused path, the reference's corrections) are the evaluation's own
-            console=console if progress else Console(quiet=True),
-        )
+        plan = plan_evaluation(model, x[pick], y[pick], indices[pick], attacks=[attack],
+                               threat=get_threat_model(threat_model, eps), settings=settings, model_name=model_name,
+                               store=store)
+        # the notes of every radius's run (the fused path, the reference's corrections) are the evaluation's own
+        clean, outcomes, _, _ = execute(plan, progress=progress, checks=False, executor=executor,
+                                        console=console if progress else Console(quiet=True))
         out = outcomes[attack.name]
         return clean.clean_correct, out.adv_correct, out.perturbation
 

@@ -20,7 +20,7 @@ from arbibench.evaluation.cli import (
     INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
-    open_backend,
+    open_executor,
     user_errors,
 )
 from arbibench.terminal import console, fail
@@ -138,7 +138,7 @@ def protocol_run(
         path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
         console.print(f"wrote {path}")
 
-    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
+    runner_backend = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         with ResultStore(store) as db:
             results = run_protocol(
@@ -172,7 +172,7 @@ def _protocol_run_attacks(
         wanted = check_attack_names(protocol, attacks, sweep=sweep)  # before a backend starts its workers
     except ValueError as e:
         fail(e)
-    runner_backend = open_backend(*backend_options, model_dir)
+    runner_backend = open_executor(*backend_options, model_dir)
     try:
         with ResultStore(store) as db:
             shares = compute_attacks(protocol, names, db, wanted, data_dir=data_dir, model_dir=model_dir,
@@ -332,7 +332,7 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
                     data_dir: Path | None, model_dir: Path | None, device: str | None) -> list[ModelEvaluation]:
     """The models whose run is complete in ``db``, one at a time: a model still on the queue goes to ``left_out``
     with why, and the others are reported."""
-    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend  # start-up: as above
+    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyExecutor  # start-up: as above
     from arbibench.protocol.run import run_protocol  # start-up: as above
 
     results: list[ModelEvaluation] = []
@@ -347,7 +347,7 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
             continue
         try:
             results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
-                                    device=device, console=console, backend=StoredOnlyBackend())
+                                    device=device, console=console, backend=StoredOnlyExecutor())
         except MissingResultsError as e:
             left_out[model_name] = str(e)
             console.print(f"left out {e}")
@@ -450,7 +450,7 @@ def sweep(
     from arbibench.protocol.cards import sweep_points  # start-up: as above
     from arbibench.protocol.run import sweep_eps  # start-up: as above
 
-    runner_backend = open_backend(backend, address, workers, worker_threads)
+    runner_backend = open_executor(backend, address, workers, worker_threads)
     try:
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
         if not values:
@@ -565,7 +565,7 @@ def protocol_deploy_check(
     """Does robustness measured on the float simulation hold for the deployed, bit-packed BNN? Clean agreement,
     the share of the simulation's adversarial examples that fool the deployed network, and Square/HSJA/RayS run
     against each (arbibench.protocol.deploy_check)."""
-    from arbibench.deploy import get_backend  # start-up: the deployed network loads torch
+    from arbibench.deploy import get_conv_kernel  # start-up: the deployed network loads torch
     from arbibench.files import atomic_write_json  # start-up: --help stays light
     from arbibench.models.methods import get_method  # start-up: the presets load torch
     from arbibench.models.zoo import ZOO  # start-up: the zoo loads torch
@@ -583,7 +583,7 @@ def protocol_deploy_check(
     chosen = None if attacks is None else [a.strip() for a in attacks.split(",") if a.strip()]
     try:  # a misspelt attack or a backend this machine lacks: refused before any model is loaded
         check_attacks(protocol, chosen)
-        get_backend(backend)
+        get_conv_kernel(backend)
     except user_errors() as e:
         fail(e)
     table = Table("model", "clean agreement", "pad=+1 agreement", "transfer to deployed (min share)",

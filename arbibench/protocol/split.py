@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import torch
 from rich.console import Console
 
-from arbibench.evaluation.backends import Backend
+from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.batch_jobs import missing_batches
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import EvalPlan
@@ -98,7 +98,7 @@ def compute_attacks(
     console: Console | None = None,
     progress: bool = True,
     sweep: bool = True,
-    backend: Backend | None = None,
+    backend: Executor | None = None,
     inference: str = "simulation",
 ) -> list[StoredShare]:
     """Compute the store batches of ``attacks`` (names from ``protocol``) for every model in ``models``, keyed as a
