@@ -3,20 +3,27 @@ form (:mod:`arbibench.deploy`).
 
 One definition for every layer: the evaluation keys its store rows by it, the protocol writes it on the card, the
 command line parses ``--inference`` with it, and the leaderboard reads it back, without importing torch. A ``str``
-enum, so a value is the very string it replaces: store keys, JSON and card text are byte-identical.
+enum, so a value is the very string it replaces: store keys, JSON and card text are byte-identical (``str()`` and
+f-strings give the bare value on every Python this package supports, as ``enum.StrEnum`` does from 3.11).
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import Enum
 
 
-class Inference(StrEnum):
+class Inference(str, Enum):
     """The network that answers the clean pass and every black-box query and decides every outcome (white-box
     attacks always take their gradients on the simulation, the only differentiable form)."""
 
     SIMULATION = "simulation"  # the float model itself, as always
     DEPLOYED = "deployed"  # the bit-packed network of a BNN
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
     @classmethod
     def parse(cls, value: str | Inference) -> Inference:

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arbibench.deploy import build
-from arbibench.deploy.conv_kernels import get_conv_kernel
 from arbibench.deploy.build import KernelUnavailableError
+from arbibench.deploy.conv_kernels import get_conv_kernel
 from arbibench.deploy.emulator import emulate_conv
 from arbibench.deploy.kernel import kernel_available, kernel_conv, resolve_isa
 from arbibench.deploy.semantics import (

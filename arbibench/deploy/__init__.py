@@ -7,9 +7,9 @@ are defined in :mod:`arbibench.deploy.semantics`. ``deployed(model)`` caches the
 
 from __future__ import annotations
 
-from arbibench.deploy.conv_kernels import CONV_KERNELS, ConvKernel, get_conv_kernel
 from arbibench.deploy.build import KernelUnavailableError
 from arbibench.deploy.cache import deployed
+from arbibench.deploy.conv_kernels import CONV_KERNELS, ConvKernel, get_conv_kernel
 from arbibench.deploy.convert import DeployedConv2d, DeployedModel, DeployError, deploy
 from arbibench.deploy.semantics import (
     DEPLOYED,

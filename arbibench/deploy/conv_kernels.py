@@ -41,8 +41,9 @@ FusedConv = Callable[
 
 @dataclass(frozen=True)
 class ConvKernel:
-    """A conv kernel, a named convolution program: ``conv(d, spec)`` -> the deployed output; ``fused`` also takes the sign's
-    threshold, the residual and the activation into its epilogue (the C kernel), else the layer applies them."""
+    """A conv kernel, a named convolution program: ``conv(d, spec)`` -> the deployed output; ``fused`` also takes
+    the sign's threshold, the residual and the activation into its epilogue (the C kernel), else the layer applies
+    them."""
 
     name: str
     conv: Callable[[torch.Tensor, BinaryConvSpec], torch.Tensor]

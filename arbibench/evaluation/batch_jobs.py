@@ -25,8 +25,8 @@ from torch import nn
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import BlackBoxAttack
 from arbibench.clock import active_clock
-from arbibench.evaluation.executors import Executor, ExecutorError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
+from arbibench.evaluation.executors import Executor, ExecutorError
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import CLEAN, EvalPlan, oracle_of
 from arbibench.evaluation.store import Outcomes, hash_model

@@ -158,8 +158,6 @@ def benchmark(
         ],
     )
     if to_disk:
-        path = card_path(model_info, dataset, threat.norm, name)
-        if threat.grid != FLOAT:  # beside the float card, never in its place or its ranking
-            path = path.parent / threat.grid / path.name
+        path = card_path(model_info, dataset, threat.norm, name, inference=settings.inference, grid=threat.grid)
         write_card(result.to_card(), path)
     return result

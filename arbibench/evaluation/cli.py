@@ -118,7 +118,7 @@ def eval_(
         attack_objs = attacks_from_spec(attacks)
     except ValueError as e:
         fail(ValueError(f"--attacks {attacks!r}: {e}"))
-    runner_backend = open_executor(backend, address, workers, worker_threads, model_dir)
+    executor = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         result = benchmark(
             model,
@@ -141,15 +141,15 @@ def eval_(
             eps_star=[a.strip() for a in eps_star.split(",") if a.strip()],
             eps_star_max=None if eps_star_max is None else parse_eps(eps_star_max),
             eps_star_rounds=eps_star_rounds,
-            backend=runner_backend,
+            backend=executor,
             inference=inference,
             grid=grid,
         )
     except user_errors() as e:
         fail(e)
     finally:
-        if runner_backend is not None:
-            runner_backend.close()
+        if executor is not None:
+            executor.close()
     console.print(result.table())
     for note in result.notes:
         console.print(f"note: {note}")

@@ -1,5 +1,5 @@
-"""Choosing an executor by its ``--backend`` name: ``local`` (the runner computes its batches itself), ``processes`` (worker processes on
-this machine) or ``ray`` (a Ray cluster).
+"""Choosing an executor by its ``--backend`` name: ``local`` (the runner computes its batches itself),
+``processes`` (worker processes on this machine) or ``ray`` (a Ray cluster).
 
 Kept apart from the :class:`~arbibench.evaluation.executors.Executor` interface, which the implementations import:
 this factory imports them (Ray only when ``--backend ray`` is chosen; it is an optional extra), so the interface
@@ -38,7 +38,8 @@ def get_executor(
     if name == "local":
         given = [flag for flag, v in (("--address", address), ("--workers", workers)) if v is not None]
         if given:
-            raise ExecutorError(f"{' and '.join(given)} apply to --backend processes or ray; add --backend or drop them")
+            raise ExecutorError(
+                f"{' and '.join(given)} apply to --backend processes or ray; add --backend or drop them")
         return None
     if name == "processes":
         if address is not None:

@@ -1,10 +1,10 @@
 """Where store batches are computed: here (``local``, the runner itself) or on a cluster (``ray``).
 
-An executor (what ``--backend`` names) receives evaluation plans (:class:`~arbibench.evaluation.plan.EvalPlan`), computes every batch the store
-does not hold yet with :func:`~arbibench.evaluation.batch.compute_batch`, and hands each result back to the driver,
-which alone writes the SQLite store (one transaction per batch). Clean passes come first (an attack batch needs its
-images' clean outcomes), then the attack batches, longest first. Another engine fits behind the same
-:class:`Executor` interface; :func:`arbibench.evaluation.executor_registry.get_executor` picks one by name (this
+An executor (what ``--backend`` names) receives evaluation plans (:class:`~arbibench.evaluation.plan.EvalPlan`),
+computes every batch the store does not hold yet with :func:`~arbibench.evaluation.batch.compute_batch`, and hands each
+result back to the driver, which alone writes the SQLite store (one transaction per batch). Clean passes come first (an
+attack batch needs its images' clean outcomes), then the attack batches, longest first. Another engine fits behind the
+same :class:`Executor` interface; :func:`arbibench.evaluation.executor_registry.get_executor` picks one by name (this
 module is the interface alone, so an implementation can import it without a circle).
 """
 

@@ -18,12 +18,12 @@ nearly every image and cannot tell one BNN from another. The search here:
 3. at every radius, **random sign corners** (:class:`~arbibench.attacks.corners.RandomCorners`, ``probe_draws``
    draws, labels only) go first, and only the images they leave unfooled meet the attacks, in order.
 
-Every run is planned and executed like :func:`~arbibench.evaluation.runner.evaluate`'s, so each example is verified against the
-threat model and on the model before it counts, and every finished batch is read back from the store by a rerun. An
-image fooled even at ``eps_floor`` is *censored*: its eps* is only known to be at most the floor ("<= floor") and
-is never reported as the floor. Medians are given over the correctly classified images (robustness alone) beside
-the median over all images (misclassified ones at 0, which mixes clean accuracy in), each with the
-distribution-free interval. ``certified`` holds a per-image *lower* bound on eps* where a verifier supplied one.
+Every run is planned and executed as :func:`~arbibench.evaluation.runner.evaluate` does it, so each example is verified
+against the threat model and on the model before it counts, and every finished batch is read back from the store by a
+rerun. An image fooled even at ``eps_floor`` is *censored*: its eps* is only known to be at most the floor ("<= floor")
+and is never reported as the floor. Medians are given over the correctly classified images (robustness alone) beside the
+median over all images (misclassified ones at 0, which mixes clean accuracy in), each with the distribution-free
+interval. ``certified`` holds a per-image *lower* bound on eps* where a verifier supplied one.
 """
 
 from __future__ import annotations

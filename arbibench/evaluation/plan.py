@@ -25,8 +25,8 @@ from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.threat import FLOAT
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
-from arbibench.evaluation.store import ResultStore, hash_indices, hash_json, hash_model
 from arbibench.evaluation.settings import RunSettings
+from arbibench.evaluation.store import ResultStore, hash_indices, hash_json, hash_model
 from arbibench.evaluation.surrogates import attack_for_target
 from arbibench.inference import Inference
 

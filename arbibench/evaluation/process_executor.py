@@ -1,4 +1,5 @@
-"""The processes executor (``--backend processes``): store batches computed by worker processes on this machine, committed by the driver.
+"""The processes executor (``--backend processes``): store batches computed by worker processes on this machine,
+committed by the driver.
 
 For a machine with more cores than one process keeps busy, or a GPU that one process may leave idle between small
 kernels (a ResNet-20 on 32x32 images gives each kernel little work; not measured here): ``workers`` processes,
@@ -23,9 +24,9 @@ import torch
 from rich.progress import Progress, TaskID
 
 from arbibench.attacks import Attack
-from arbibench.evaluation.executors import ExecutorError
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerExecutor
+from arbibench.evaluation.executors import ExecutorError
 from arbibench.evaluation.plan import commit_outcome
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip

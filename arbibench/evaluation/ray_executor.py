@@ -1,4 +1,5 @@
-"""The Ray executor (``--backend ray``): store batches computed by Ray actors, committed by the driver, row for row a local run's.
+"""The Ray executor (``--backend ray``): store batches computed by Ray actors, committed by the driver, row for row
+a local run's.
 
 Each worker is an actor holding ``worker_threads`` CPUs (default: the driver's torch thread count, so that it
 computes with the driver's thread count). It caches models by (zoo name, checkpoint sha256) and refuses to compute
@@ -31,9 +32,9 @@ from ray.exceptions import RayActorError, RayTaskError
 from rich.progress import Progress
 
 from arbibench.attacks import Attack
-from arbibench.evaluation.executors import ExecutorError
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerExecutor
+from arbibench.evaluation.executors import ExecutorError
 from arbibench.evaluation.plan import CLEAN, commit_outcome
 from arbibench.evaluation.store import hash_json
 

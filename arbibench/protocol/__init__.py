@@ -13,9 +13,9 @@ from arbibench.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from arbibench.protocol.presets import (
+        ACCESS_GROUPS,
         BLACK_BOX,
         CORRUPTION_PROTOCOLS,
-        ACCESS_GROUPS,
         FULL_QUERIES,
         PROTOCOLS,
         QUICK,

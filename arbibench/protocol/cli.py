@@ -23,6 +23,7 @@ from arbibench.evaluation.cli import (
     open_executor,
     user_errors,
 )
+from arbibench.inference import Inference
 from arbibench.terminal import console, fail
 
 if TYPE_CHECKING:
@@ -436,6 +437,7 @@ def sweep(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
+    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
 ) -> None:
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
 
@@ -452,6 +454,7 @@ def sweep(
 
     runner_backend = open_executor(backend, address, workers, worker_threads)
     try:
+        chosen = Inference.parse(inference)  # before the model and the data load
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
         if not values:
             raise ValueError("--eps needs at least one value")
@@ -460,7 +463,7 @@ def sweep(
         x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
         with ResultStore(store) as db:
             rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
-                             device=device, console=console, backend=runner_backend)
+                             device=device, console=console, backend=runner_backend, inference=chosen)
     except user_errors() as e:
         fail(e)
     finally:
@@ -473,7 +476,7 @@ def sweep(
         table.add_row(row["eps_text"], f"{100 * row['acc_star']:.1f}%", f"{row['acc_norm']:.3f}")
     console.print(table)
     if model_info is not None:
-        path = card_path(model_info, dataset, threat_model, model)
+        path = card_path(model_info, dataset, threat_model, model, inference=chosen)
         if not path.is_file():
             fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
         try:

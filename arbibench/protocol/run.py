@@ -23,9 +23,9 @@ from arbibench.attacks import BLACK_BOX, WHITE_BOX, Transfer, get_attack, get_th
 from arbibench.clock import active_clock
 from arbibench.data.datasets import load_dataset
 from arbibench.data.subsets import select_indices
-from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.checks import gradient_free_beats_gradient
+from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, column_findings, twin_findings
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import RobustnessReport, compute_report, robustness_score_mean

@@ -271,7 +271,8 @@ def train(
     if recipe.val_examples and run.validation is None:
         # the starting point's own validation accuracy: a continuation must beat it to replace the model it continues
         run.validation = {
-            "init_val_acc": accuracy.top1_accuracy(run.model, resident.x_val, resident.y_val) if recipe.init_from else None
+            "init_val_acc": (accuracy.top1_accuracy(run.model, resident.x_val, resident.y_val)
+                             if recipe.init_from else None)
         }
     columns = (
         TextColumn("[bold]{task.description}"),
