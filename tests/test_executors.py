@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arbibench.cli import app
-from arbibench.evaluation import backend_registry
+from arbibench.evaluation import executor_registry
 from arbibench.evaluation.executor_registry import get_executor
 from arbibench.evaluation.executors import ExecutorError
 
@@ -18,7 +18,7 @@ from arbibench.evaluation.executors import ExecutorError
 def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     """As if Ray were not installed."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(backend_registry.importlib.util, "find_spec",
+    monkeypatch.setattr(executor_registry.importlib.util, "find_spec",
                         lambda name, *a: None if name == "ray" else real(name))
 
 

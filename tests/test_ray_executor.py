@@ -212,7 +212,7 @@ def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int]
     (with 5 s, a fast machine finished every batch before the drop)."""
     import ray
 
-    from arbibench.evaluation import ray_backend
+    from arbibench.evaluation import ray_executor
     from arbibench.evaluation.ray_executor import RayExecutor
 
     class CpuHolder:  # defined here, so that Ray ships it by value: the workers cannot import this test module
@@ -221,7 +221,7 @@ def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int]
         def ready(self) -> bool:
             return True
 
-    monkeypatch.setattr(ray_backend, "REVIVE_S", 1.0)
+    monkeypatch.setattr(ray_executor, "REVIVE_S", 1.0)
     backend = RayExecutor(address=ray_head[0], workers=2, worker_threads=1)
     holder: list = []
 
@@ -245,7 +245,7 @@ def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int]
         assert backend.revived == 0 and backend.lost_workers == {0}  # ... so it never came back, and was dropped
         # only the batches it held when it died ran again: none was sent to it while it was down (each of those
         # would fail at once and count towards MAX_ATTEMPTS)
-        assert 1 <= backend.retried <= ray_backend.IN_FLIGHT_PER_WORKER
+        assert 1 <= backend.retried <= ray_executor.IN_FLIGHT_PER_WORKER
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

@@ -123,7 +123,7 @@ class DeployedConv2d(nn.Module):
             if residual is None or self._fits(x, residual):
                 return self.backend.fused(x, self.spec, self.sign_threshold(x), residual, self.glue)
             # a residual that broadcasts (or is not float32): the kernel computes the convolution and its epilogue,
-            # torch the add and the activation, the same operations in the same order as the other backends
+            # torch the add and the activation, the same operations in the same order as the other conv kernels
             y = self.backend.fused(x, self.spec, self.sign_threshold(x), None, None)
         else:
             y = self.backend.conv(self.argument(x).contiguous(), self.spec)
@@ -286,7 +286,7 @@ def deploy(
     way); False keeps torch's BatchNorm, so power-of-two-scaled presets (bnn, irnet) equal the simulation exactly.
     ``isa``: the kernel's popcount, ``"auto"``, ``"avx512"``, ``"avx2"`` or ``"scalar"``. Where a residual add
     and a hardtanh / PReLU / RPReLU follow a folded BatchNorm, they join the convolution's node (the C kernel
-    computes them in its epilogue, the other backends with the same torch operations).
+    computes them in its epilogue, the other conv kernels with the same torch operations).
     """
     chosen = _checked_conv_kernel(model, backend, pad, threads, isa)
     ref = copy.deepcopy(model)

@@ -118,7 +118,7 @@ class BatchJob:
         return min(ctx.batch_size, len(ctx.y) - self.batch_index * ctx.batch_size)
 
     def task(self, spec: ModelSpec) -> BatchTask:
-        """What a worker needs to compute the batch (but the attack, which backends ship each their own way): the
+        """What a worker needs to compute the batch (but the attack, which executors ship each their own way): the
         images, labels and clean outcomes as CPU copies (a view would carry the whole tensor along)."""
         ctx = self.plan.ctx
         s = slice(self.batch_index * ctx.batch_size, (self.batch_index + 1) * ctx.batch_size)

@@ -55,7 +55,7 @@ def open_executor(
     backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
 ) -> Executor | None:
     """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
-    from arbibench.evaluation.executor_registry import get_executor  # start-up: the backends load torch
+    from arbibench.evaluation.executor_registry import get_executor  # start-up: the executors load torch
 
     try:
         return get_executor(backend, address=address, workers=workers, worker_threads=worker_threads,
