@@ -54,10 +54,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from arbibench.inference import Inference
 from arbibench.nn.activations import RPReLU
 
-SIMULATION = "simulation"
-DEPLOYED = "deployed"
+# the simulation and the deployed form are the two networks an evaluation can ask (arbibench.inference), named once
+SIMULATION = Inference.SIMULATION
+DEPLOYED = Inference.DEPLOYED
 EMULATOR = "emulator"
 SEMANTICS = (SIMULATION, DEPLOYED, EMULATOR)
 
