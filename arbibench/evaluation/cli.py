@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from arbibench.inference import Inference
 from arbibench.terminal import USER_ERRORS as BASE_ERRORS
 from arbibench.terminal import console, fail
 
@@ -103,7 +104,7 @@ def eval_(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
-    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
     grid: str = typer.Option("float", help=GRID_HELP),
 ) -> None:
     """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.

@@ -92,7 +92,7 @@ def protocol_run(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
-    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
     grid: str = typer.Option("float", help=f"{GRID_HELP} No eps* search on the grid; its cards go to a uint8/ folder."),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
@@ -437,7 +437,7 @@ def sweep(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
-    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
 ) -> None:
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
 
@@ -633,7 +633,7 @@ def protocol_progress_command(
     models: str = typer.Option(..., help="Comma-separated zoo names of the run."),
     store: Path = typer.Option(..., help="The run's SQLite result store."),
     quick: bool = typer.Option(False, "--quick", help="The run used the laptop variant."),
-    inference: str = typer.Option("simulation", help="The run's --inference."),
+    inference: str = typer.Option(Inference.SIMULATION.value, help="The run's --inference."),
     model_info: Path = typer.Option(
         Path("model_info"), help="The run's --model-info: a model's quick card there prices the attacks its full run "
         "has not reached."

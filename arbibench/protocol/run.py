@@ -116,7 +116,7 @@ def protocol_subsets(protocol: Protocol, data_dir: str | os.PathLike[str] | None
 @dataclass
 class ModelPlan:
     """Every evaluation of one model under a protocol, planned once (:func:`plan_model`): one per attack family on
-    its subset, one per eps of the sweep. A backend computes them all; :func:`execute_model` reads them back."""
+    its subset, one per eps of the sweep. An executor computes them all; :func:`execute_model` reads them back."""
 
     model: nn.Module
     model_name: str
