@@ -20,9 +20,10 @@ from arbibench.evaluation.cli import (
     INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
-    open_backend,
+    open_executor,
     user_errors,
 )
+from arbibench.inference import Inference
 from arbibench.terminal import console, fail
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def protocol_run(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
-    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
     grid: str = typer.Option("float", help=f"{GRID_HELP} No eps* search on the grid; its cards go to a uint8/ folder."),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
@@ -138,7 +139,7 @@ def protocol_run(
         path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
         console.print(f"wrote {path}")
 
-    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
+    runner_backend = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         with ResultStore(store) as db:
             results = run_protocol(
@@ -172,7 +173,7 @@ def _protocol_run_attacks(
         wanted = check_attack_names(protocol, attacks, sweep=sweep)  # before a backend starts its workers
     except ValueError as e:
         fail(e)
-    runner_backend = open_backend(*backend_options, model_dir)
+    runner_backend = open_executor(*backend_options, model_dir)
     try:
         with ResultStore(store) as db:
             shares = compute_attacks(protocol, names, db, wanted, data_dir=data_dir, model_dir=model_dir,
@@ -333,7 +334,7 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
                     data_dir: Path | None, model_dir: Path | None, device: str | None) -> list[ModelEvaluation]:
     """The models whose run is complete in ``db``, one at a time: a model still on the queue goes to ``left_out``
     with why, and the others are reported."""
-    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend  # start-up: as above
+    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyExecutor  # start-up: as above
     from arbibench.protocol.run import run_protocol  # start-up: as above
 
     results: list[ModelEvaluation] = []
@@ -348,7 +349,7 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
             continue
         try:
             results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
-                                    device=device, console=console, backend=StoredOnlyBackend())
+                                    device=device, console=console, backend=StoredOnlyExecutor())
         except MissingResultsError as e:
             left_out[model_name] = str(e)
             console.print(f"left out {e}")
@@ -439,6 +440,7 @@ def sweep(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
 ) -> None:
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
 
@@ -453,8 +455,9 @@ def sweep(
     from arbibench.protocol.cards import sweep_points  # start-up: as above
     from arbibench.protocol.run import sweep_eps  # start-up: as above
 
-    runner_backend = open_backend(backend, address, workers, worker_threads)
+    runner_backend = open_executor(backend, address, workers, worker_threads)
     try:
+        chosen = Inference.parse(inference)  # before the model and the data load
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
         if not values:
             raise ValueError("--eps needs at least one value")
@@ -463,7 +466,7 @@ def sweep(
         x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
         with ResultStore(store) as db:
             rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
-                             device=device, console=console, backend=runner_backend)
+                             device=device, console=console, backend=runner_backend, inference=chosen)
     except user_errors() as e:
         fail(e)
     finally:
@@ -476,7 +479,7 @@ def sweep(
         table.add_row(row["eps_text"], f"{100 * row['acc_star']:.1f}%", f"{row['acc_norm']:.3f}")
     console.print(table)
     if model_info is not None:
-        path = card_path(model_info, dataset, threat_model, model)
+        path = card_path(model_info, dataset, threat_model, model, inference=chosen)
         if not path.is_file():
             fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
         try:
@@ -569,7 +572,7 @@ def protocol_deploy_check(
     the share of the simulation's adversarial examples that fool the deployed network, and Square/HSJA/RayS run
     against each (arbibench.protocol.deploy_check)."""
     from arbibench.cards import ONES_PADDING  # start-up: --help stays light
-    from arbibench.deploy import get_backend  # start-up: the deployed network loads torch
+    from arbibench.deploy import get_conv_kernel  # start-up: the deployed network loads torch
     from arbibench.files import atomic_write_json  # start-up: --help stays light
     from arbibench.models.methods import get_method  # start-up: the presets load torch
     from arbibench.models.zoo import ZOO  # start-up: the zoo loads torch
@@ -587,7 +590,7 @@ def protocol_deploy_check(
     chosen = None if attacks is None else [a.strip() for a in attacks.split(",") if a.strip()]
     try:  # a misspelt attack or a backend this machine lacks: refused before any model is loaded
         check_attacks(protocol, chosen)
-        get_backend(backend)
+        get_conv_kernel(backend)
     except user_errors() as e:
         fail(e)
     table = Table("model", "clean agreement", "pad=+1 agreement", "transfer to deployed (min share)",
@@ -651,7 +654,7 @@ def protocol_progress_command(
     address: str | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
     workers: int | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
     worker_threads: int | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
-    inference: str = typer.Option("simulation", help="The run's --inference."),
+    inference: str = typer.Option(Inference.SIMULATION.value, help="The run's --inference."),
     grid: str = typer.Option("float", help="The run's --grid."),
     only_attacks: str | None = typer.Option(None, "--only-attacks", hidden=True, help=RUN_ONLY_HELP),
     evaluations: bool = typer.Option(
