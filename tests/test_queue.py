@@ -351,8 +351,8 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     from typer.testing import CliRunner
 
     from arbibench.cli import app
+    from arbibench.operations.projection import project_from_quick_card
     from arbibench.protocol import get_protocol
-    from arbibench.protocol.projection import project_from_quick_card
 
     root = Path(__file__).resolve().parents[1]
     # the shipped card's attack times, read as a quick card's (500 white-box and 100 black-box images): the shipped
@@ -387,8 +387,8 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
 
     # the store is shared: it exists (another model's job wrote it) but holds no batch of this job's models, so the
     # quick card still gives the hours, not "0.0 left"
-    import arbibench.protocol.progress as progress_module
-    from arbibench.protocol.progress import EvaluationProgress, ProtocolProgress
+    import arbibench.operations.progress as progress_module
+    from arbibench.operations.progress import EvaluationProgress, ProtocolProgress
 
     monkeypatch.setattr(progress_module, "protocol_progress", lambda protocol, model, db, **kw: ProtocolProgress(
         model, protocol.name, [EvaluationProgress("clean", 40, 0, 0.0), EvaluationProgress("pgd", 40, 0, 0.0)]))
@@ -410,9 +410,9 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
     # store gets each batch's seconds as it commits it, so the hours so far come from there.
     from typer.testing import CliRunner
 
-    import arbibench.protocol.progress as progress_module
+    import arbibench.operations.progress as progress_module
     from arbibench.cli import app
-    from arbibench.protocol.progress import EvaluationProgress, ProtocolProgress
+    from arbibench.operations.progress import EvaluationProgress, ProtocolProgress
 
     threads_seen = []
 
@@ -450,7 +450,7 @@ def test_status_without_the_data_reports_instead_of_downloading(tmp_path, monkey
     from typer.testing import CliRunner
 
     import arbibench.data.cifar10 as cifar10_module
-    import arbibench.protocol.progress as progress_module
+    import arbibench.operations.progress as progress_module
     from arbibench.cli import app
 
     def no_download(*a, **kw):

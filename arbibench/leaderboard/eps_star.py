@@ -8,6 +8,8 @@ hold the median over every image (misclassified ones at 0); their cell says "all
 
 from __future__ import annotations
 
+from typing import Any
+
 from arbibench.leaderboard.cards import ModelCard
 
 NONE = "-"
@@ -34,3 +36,24 @@ def eps_star_median_text(card: ModelCard, interval: bool = True) -> str:
     if interval and ci95 is not None:
         text += f" [{eps_star_value(ci95[0], card)}, {eps_star_value(ci95[1], card)}]"
     return text if correct_only else f"{text} (all images)"
+
+
+def eps_star_text(summary: dict[str, Any] | None) -> str:
+    """Median eps* over the correctly classified images with its 95% interval, in 1/255 for Linf budgets, ``<=
+    floor`` where censored (fooled even at the search's floor); ``-`` when the run computed none. A summary of the
+    earlier search (no ``search`` key) shows its all-image median, marked so."""
+    if summary is None:
+        return "-"
+    scale, unit = (255.0, "/255") if summary["norm"] == "Linf" else (1.0, "")
+    floor = summary.get("eps_floor") or 0.0
+
+    def one(v: float | None) -> str:
+        if v is None:
+            return "inf"
+        return f"\u2264 {floor * scale:.3g}{unit}" if 0 < v <= floor else f"{v * scale:.3g}{unit}"
+
+    if "median_eps_star_correct" not in summary:
+        lo, hi = summary["median_eps_star_ci95"]
+        return f"{one(summary['median_eps_star'])} [{one(lo)}, {one(hi)}] (all images)"
+    lo, hi = summary["median_eps_star_correct_ci95"]
+    return f"{one(summary['median_eps_star_correct'])} [{one(lo)}, {one(hi)}]"

@@ -166,8 +166,8 @@ def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -
 def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, float | None, float]:
     from arbibench.data.cifar10 import has_cifar10  # start-up: loads numpy, only for protocol jobs
     from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
+    from arbibench.operations.progress import protocol_progress  # start-up: as above
     from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
-    from arbibench.protocol.progress import protocol_progress  # start-up: as above
 
     done = total = unknown = gpu = 0
     hours = so_far = 0.0
@@ -194,7 +194,7 @@ def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, floa
 def _quick_card_projection(runs: list[ProtocolRunStep]) -> tuple[float, float] | None:
     """Hours (low, high) of a full protocol job that has stored nothing, from its models' quick cards; None where a
     model has no quick card or the job is not a full run."""
-    from arbibench.protocol.projection import project_model  # start-up: as above
+    from arbibench.operations.projection import project_model  # start-up: as above
 
     low = high = 0.0
     for run in runs:
