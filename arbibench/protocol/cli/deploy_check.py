@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from arbibench.evaluation.cli import user_errors
+from arbibench.files import atomic_write_json
 from arbibench.protocol.cli import common
 from arbibench.terminal import console, fail
 
@@ -29,7 +30,6 @@ def protocol_deploy_check(
     the share of the simulation's adversarial examples that fool the deployed network, and Square/HSJA/RayS run
     against each (arbibench.protocol.deploy_check)."""
     from arbibench.deploy import get_backend  # start-up: the deployed network loads torch
-    from arbibench.files import atomic_write_json  # start-up: --help stays light
     from arbibench.models.methods import get_method  # start-up: the presets load torch
     from arbibench.models.zoo import ZOO  # start-up: the zoo loads torch
     from arbibench.protocol.deploy_check import check_attacks, run_deploy_check  # start-up: loads torch

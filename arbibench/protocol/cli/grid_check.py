@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from arbibench.evaluation.cli import user_errors
+from arbibench.files import atomic_write_json
 from arbibench.terminal import console, fail
 
 
@@ -30,7 +31,6 @@ def protocol_grid_check(
     bits (arbibench.protocol.grid_check)."""
     from arbibench.attacks import attacks_from_spec, get_threat_model, parse_eps  # start-up: loads torch
     from arbibench.attacks.threat import UINT8  # start-up: as above
-    from arbibench.files import atomic_write_json  # start-up: --help stays light
     from arbibench.protocol.grid_check import run_grid_check  # start-up: as above
 
     names = [m.strip() for m in models.split(",") if m.strip()]

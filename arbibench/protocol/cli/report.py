@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from arbibench.evaluation.cli import user_errors
+from arbibench.files import atomic_write, atomic_write_json
+from arbibench.leaderboard.findings import findings_markdown
 from arbibench.protocol.cli import common
 from arbibench.protocol.cli.common import DEMO_HELP
 from arbibench.terminal import console, fail
@@ -137,8 +139,6 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
 
 def _write_json(document: dict[str, Any], path: Path) -> None:
     """``--json``: the findings document, what ``--compare`` and ``leaderboard markdown --findings`` read."""
-    from arbibench.files import atomic_write_json  # start-up: beside the run's imports
-
     atomic_write_json(document, path)
     console.print(f"wrote {path}")
 
@@ -146,16 +146,12 @@ def _write_json(document: dict[str, Any], path: Path) -> None:
 def _write_page(document: dict[str, Any], path: Path, command: str, previous: dict[str, Any] | None,
                 earlier: list[dict[str, Any]] | None, json_out: Path | None) -> None:
     """``--markdown``: the dated page, rendered by the leaderboard; README's paragraph on it is the leaderboard's."""
-    from arbibench.files import atomic_write  # start-up: beside the run's imports
-    from arbibench.leaderboard.findings import findings_markdown  # start-up: beside the run's imports
-
     page = findings_markdown(document, command=command, previous=previous, earlier_claims=earlier)
     atomic_write(lambda f: f.write(page.encode()), path)
     console.print(f"wrote {path}")
-    findings = json_out if json_out is not None else Path("FINDINGS.json")
-    hint = "" if json_out is not None else f" (write it with --json {findings})"
-    console.print(f"README's paragraph on the page: arbibench leaderboard markdown --readme README.md --findings "
-                  f"{findings}{hint}", highlight=False)
+    then = "" if json_out is not None else "add --json FILE to this report, then "
+    console.print(f"README's paragraph on the page: {then}arbibench leaderboard markdown --readme README.md "
+                  f"--findings {json_out or 'FILE'}", highlight=False)
 
 
 def _read_findings_json(path: Path) -> dict[str, Any]:

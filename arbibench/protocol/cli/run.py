@@ -65,8 +65,8 @@ def protocol_run(
     each BNN against its full-precision twin (paired 95% intervals and a verdict).
     """
 
-    from arbibench.evaluation.store import ResultStore  # start-up: as above
-    from arbibench.protocol.cards import write_protocol_card  # start-up: the run loads torch
+    from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
+    from arbibench.protocol.cards import write_protocol_card  # start-up: as above
     from arbibench.protocol.cli.tables import (  # start-up: as above
         claims_table,
         findings_table,
@@ -176,8 +176,8 @@ def _protocol_run_corruptions(
     device: str | None, data_dir: Path | None,
 ) -> None:
     """The cifar10-c preset: every model on every CIFAR-10-C cell through the store, cards, the zoo table."""
-    from arbibench.evaluation.store import ResultStore  # start-up: as above
-    from arbibench.protocol.cards import write_corruption_card  # start-up: the run loads torch
+    from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
+    from arbibench.protocol.cards import write_corruption_card  # start-up: as above
     from arbibench.protocol.cli.tables import corruption_model_table, corruption_zoo_table  # start-up: as above
     from arbibench.protocol.corruptions import run_corruption_protocol  # start-up: as above
 

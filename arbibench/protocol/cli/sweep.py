@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from arbibench.cards import parse_card, read_card_json
 from arbibench.evaluation.cli import (
     ADDRESS_HELP,
     BACKEND_HELP,
@@ -37,7 +38,6 @@ def sweep(
 ) -> None:
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
     from arbibench.attacks import parse_eps  # start-up: the attacks load torch
-    from arbibench.cards import parse_card, read_card_json  # start-up: beside the sweep's imports
     from arbibench.data.datasets import load_dataset  # start-up: as above
     from arbibench.evaluation.cards import card_path, write_card  # start-up: as above
     from arbibench.evaluation.inputs import resolve_device  # start-up: as above
