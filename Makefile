@@ -27,20 +27,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# ruff over code, tests and benchmarks (with a function-length cap); mypy strict on the whole package ([tool.mypy] in
-# pyproject.toml). Part of `make test`, so CI fails on a type error as on a failing test.
+# ruff over code, the lab, tests and benchmarks (with a function-length cap); mypy strict on the whole package and the
+# lab ([tool.mypy] in pyproject.toml). Part of `make test`, so CI fails on a type error as on a failing test.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check arbibench tests benchmarks
+	$(VENV)/bin/ruff check arbibench lab tests benchmarks
 	$(VENV)/bin/mypy
 
 # Tests run one torch thread each (tests/conftest.py), so two pytest-xdist workers keep both cores of the 2-core CI
 # machine busy; --dist loadfile keeps each file's module fixtures (trained models, protocol runs) in one worker.
 TEST_WORKERS ?= 2
-# The machine's queue of long jobs (make queue) is paused while the tests run, so neither measures the other.
+# The machine's queue of long jobs (make queue) is paused while the tests run, so neither measures the other; with no
+# queue running, pause and resume only record and drop the holder.
 test: lint
-	$(VENV)/bin/arbibench queue pause --holder make-test >/dev/null; \
+	$(PY) -m lab queue pause --holder make-test >/dev/null; \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile; status=$$?; \
-	$(VENV)/bin/arbibench queue resume --holder make-test >/dev/null; exit $$status
+	$(PY) -m lab queue resume --holder make-test >/dev/null; exit $$status
 
 # The main job, first look: a BNN against its FP twin under three white-box and two black-box attacks on real
 # CIFAR-10 test images (the protocol's demo variant, 1.5 minutes on the idle 2-core development machine), with the
@@ -94,13 +95,13 @@ zoo: $(STAMP)
 			|| exit 1; \
 	done
 
-# The machine's one queue of long jobs (zoo_runs/queue.json): the zoo v3 continuations (held-out selection, each
-# exported model pinned, its quick-protocol and corruption cards regenerated), then the full-protocol cards. One job at
-# a time on 2 threads; each epoch's checkpoint and each store snapshot is committed, and a killed queue resumes where it
-# stopped. `arbibench queue status` shows progress; `arbibench queue pause/resume --holder NAME` around tests.
+# The machine's one queue of long jobs (zoo_runs/queue.json), run by the lab (lab/, not installed with arbibench):
+# trainings with held-out selection (each exported model pinned, its cards regenerated), full-protocol cards. One job
+# at a time on 2 threads; one commit per finished job with its outputs, resume copies at most hourly, and a killed
+# queue resumes where it stopped. `python -m lab queue status` shows progress; docs/long-jobs.md has the procedure.
 queue: $(STAMP)
 	mkdir -p logs
-	$(VENV)/bin/arbibench queue run
+	$(PY) -m lab queue run
 
 # The leaderboard site from the protocol runner's model cards (model_info/<dataset>/<threat>/<name>.json).
 site: $(STAMP)

@@ -1,35 +1,48 @@
-"""The model-card schema: one declaration of every field that a card file holds, read and written by the same code.
+"""The card schema: one declaration of every field that a card file holds, read and written by the same code.
 
-A model card is the JSON file ``model_info/<dataset>/<threat>/<name>.json`` that RobustBench's ``model_info`` has
-(link, name, authors, additional_data, number_forward_passes, dataset, venue, architecture, eps, clean_acc,
-reported, autoattack_acc, unreliable, footnote; numbers as numbers) plus arbibench's results. The evaluation layer
-builds a :class:`ModelCard` (attack cards) or :class:`CorruptionCard` (``threat_model: corruptions``) and writes it
-with :func:`card_json`; the leaderboard reads it back with :func:`parse_card` / :func:`parse_corruption_card`. Each
-dataclass field says its JSON type in its metadata, so the writer and the reader cannot drift apart, and
-``parse_card(path, card_json(card)) == card`` is tested.
+Five documents are cards, each a frozen dataclass here with ``to_dict()`` and ``parse(path, data)``:
 
-Units: every accuracy is in percent (:func:`percent` converts a ratio), as on RobustBench's leaderboard; ``acc_norm``,
-``rs`` and ``rs_mean`` are plain ratios; ``eps`` and eps* are in input units.
+- :class:`ModelCard`, the attack card ``model_info/<dataset>/<threat>/<name>.json``: RobustBench's ``model_info``
+  (link, name, authors, additional_data, number_forward_passes, dataset, venue, architecture, eps, clean_acc,
+  reported, autoattack_acc, unreliable, footnote; numbers as numbers) plus arbibench's results;
+- :class:`CorruptionCard`, the common-corruptions card (``threat_model: corruptions``); it shares with the attack card
+  the identity fields of :class:`CardIdentity` (which model and checkpoint, by which protocol);
+- :class:`DeployCheckCard`, ``model_info/<dataset>/deploy/<name>.json``: does robustness measured on the simulation
+  hold for the deployed BNN (``arbibench protocol deploy-check``);
+- :class:`CheckpointCard`, ``models/checkpoints/<name>.json`` beside each shipped checkpoint: what the weights are
+  (method, recipe, history, sha256, the versions they replaced), written by ``arbibench train --export``;
+- :class:`FindingsDocument`, the ``--json`` of ``arbibench protocol report`` (``docs/measurements/findings_*.json``):
+  each BNN against its FP twin.
 
-Versions: ``schema_version`` 2 is the current layout. Version 1 cards (key ``card_version``, or no version key)
-have the same fields and read unchanged. A card from a newer arbibench is refused with the fix (upgrade).
+Each dataclass field says its JSON type in its metadata, so the writer and the reader cannot drift apart, and
+``Card.parse(path, card.to_dict()) == card`` is tested for every card file in the repository. A parser raises one
+:class:`CardError` naming the file and the first bad field as a path (``clean_agreement[1].n_images``).
 
-A card records the sha256 of the checkpoint it measured; :func:`stale_checkpoint` tells a card of replaced weights
-from a current one against the shipped checkpoint cards (:func:`shipped_sha256`).
+Units: every accuracy of a result card is in percent (:func:`percent` converts a ratio), as on RobustBench's
+leaderboard; ``acc_norm``, ``rs`` and ``rs_mean`` are plain ratios; ``eps`` and eps* are in input units. The deploy
+check, the checkpoint card and the findings hold ratios in [0, 1].
 
-This module imports only the standard library, so reading cards never loads torch. (The name "model card" also
-appears for the checkpoint record that ``arbibench train --export`` writes beside a safetensors file; that is a
-different document, owned by :mod:`arbibench.models.zoo`.)
+Versions: every card writes ``schema_version``. Result cards are at 2; version 1 (key ``card_version``, or no
+version key) has the same fields and reads unchanged. Deploy-check, checkpoint and findings files written before
+they had a version key read as version 1 (a deploy card's clean rows then say which padding and images they measured
+by their place in the list). A card from a newer arbibench is refused with the fix (upgrade).
+
+Which checkpoints ship is the pin file ``models/checkpoints/SHA256SUMS`` alone (:func:`shipped_sha256`); a result
+card records the sha256 of the checkpoint it measured, and :func:`stale_checkpoint` tells a card of replaced weights
+from a current one.
+
+This module imports only the standard library, so reading cards never loads torch.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar, overload
+from typing import Any, ClassVar, TypeVar, overload
 
 SCHEMA_VERSION = 2
 #: Label names of the datasets whose adversarial examples a card's examples file shows (index = label).
@@ -42,18 +55,37 @@ CORRUPTIONS_THREAT = "corruptions"
 __all__ = [
     "CLASS_NAMES",
     "CORRUPTIONS_THREAT",
+    "DEPLOY_CHECK",
+    "ONES_PADDING",
+    "PIN_FILE",
+    "PROTOCOL_IMAGES",
     "SCHEMA_VERSION",
     "SHIPPED_CHECKPOINTS",
+    "TEST_SET_IMAGES",
+    "ZERO_PADDING",
     "AttackResult",
+    "Card",
     "CardError",
+    "CardIdentity",
+    "CheckpointCard",
+    "CleanAgreement",
     "CorruptionCard",
     "CorruptionResult",
+    "DeployCheckCard",
+    "DirectAttack",
     "EpsStar",
     "Estimate",
+    "Finding",
+    "FindingsDocument",
+    "Interval",
     "ModelCard",
+    "PreviousVersion",
     "Ratio",
     "SweepPoint",
+    "TrainingThreat",
+    "TransferToDeployment",
     "card_json",
+    "card_text",
     "card_version",
     "parse_card",
     "parse_corruption_card",
@@ -97,12 +129,15 @@ def ratio(value: float | None, digits: int = 4) -> float | None:
 
 
 # -- field declarations --------------------------------------------------------------------------------------------
-# kind: how a value is checked on read: text, number, percent, integer, boolean, flag (bool or null), ratios
-# (family -> ratio with an 'all' entry), map (key -> value of kind ``of``), pair (two numbers of kind ``of``), list
-# (values of kind ``of``), record (a nested dataclass ``of``), records (name -> record), record_list, examples.
+# kind: how a value is checked on read: text, sha256 (64 hex digits), number, percent ([0, 100]), fraction ([0, 1]),
+# integer, boolean, flag (bool or null), ratios (family -> ratio with an 'all' entry), map (key -> value of kind
+# ``of``), pair (two numbers of kind ``of``), interval ([value, low, high] as an :class:`Interval`), list (values of
+# kind ``of``), object (a JSON object kept as it is), objects (a list of them), record (a nested dataclass ``of``),
+# records (name -> record), record_list, examples. ``after``: the file holds this field (and those declared after it)
+# behind the field it names, so a card's own fields can stand among those of its base (:func:`_layout`).
 def _field(kind: str, *, required: bool = False, omit_none: bool = False, of: Any = None, lo: float | None = None,
-           default: Any = None, factory: Callable[[], Any] | None = None, key: str | None = None) -> Any:
-    meta = {"kind": kind, "required": required, "omit_none": omit_none, "of": of, "lo": lo, "key": key}
+           default: Any = None, factory: Callable[[], Any] | None = None, after: str | None = None) -> Any:
+    meta = {"kind": kind, "required": required, "omit_none": omit_none, "of": of, "lo": lo, "after": after}
     if required:
         return field(metadata=meta)
     if factory is not None:
@@ -113,6 +148,100 @@ def _field(kind: str, *, required: bool = False, omit_none: bool = False, of: An
 def _local(**kw: Any) -> Any:
     """A field that is not written to the file (where the card was read from, the decoded JSON)."""
     return field(compare=False, repr=False, metadata={"kind": None}, **kw)
+
+
+_LAYOUTS: dict[type, tuple[Field[Any], ...]] = {}
+
+
+def _layout(cls: type) -> tuple[Field[Any], ...]:
+    """The written fields of ``cls`` in file order: declaration order, except that a field declared with ``after=``
+    and the fields declared after it (up to the next ``after=``) stand behind the field ``after`` names."""
+    if cls not in _LAYOUTS:
+        _LAYOUTS[cls] = _file_order(fields(cls))
+    return _LAYOUTS[cls]
+
+
+def _file_order(declared: tuple[Field[Any], ...]) -> tuple[Field[Any], ...]:
+    order: list[Field[Any]] = []
+    anchor: str | None = None
+    for f in declared:
+        if f.metadata.get("kind") is None:
+            continue
+        anchor = f.metadata.get("after") or anchor
+        if anchor is None or f.name in {g.name for g in order}:
+            order.append(f)
+            continue
+        order.insert(next(i for i, g in enumerate(order) if g.name == anchor) + 1, f)
+        anchor = f.name
+    return tuple(order)
+
+
+C = TypeVar("C", bound="Card")
+
+
+class Record:
+    """A dataclass of declared fields (a card, or a row of one) that writes itself as its JSON object."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to the file (a card's ``schema_version`` the current one, fields in file order)."""
+        return _record_json(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Card(Record):
+    """What every card file has: where it was read from, its decoded JSON, and its ``schema_version``.
+
+    ``VERSION`` is the layout this arbibench writes; ``schema_version`` the one a parsed file was written in."""
+
+    VERSION: ClassVar[int] = SCHEMA_VERSION  # every card type writes layout 2; a type whose layout moves on says so
+    path: Path | None = _local(default=None)
+    raw: Mapping[str, Any] = _local(default_factory=dict)
+    schema_version: int = _field("integer", lo=1, default=0)
+
+    def __post_init__(self) -> None:
+        if not self.schema_version:  # a card built in memory is in the current layout
+            object.__setattr__(self, "schema_version", self.VERSION)
+
+    @classmethod
+    def parse(cls: type[C], path: Path, data: Any) -> C:
+        """Check one decoded card file and turn it into a card; :class:`CardError` on the first problem, naming the
+        file and the field."""
+        reader = _Reader(path, data)
+        version = card_version(path, reader.data, cls.VERSION)
+        checked = cls._upgraded({k: v for k, v in reader.data.items() if k != "card_version"}, version)
+        checked["schema_version"] = version
+        card = _parse_record(cls, path, checked, path=path, raw=data)
+        card._check()
+        return card
+
+    @classmethod
+    def read(cls: type[C], path: Path) -> C:
+        """The card in the file ``path``."""
+        return cls.parse(path, read_card_json(path))
+
+    @classmethod
+    def _upgraded(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        """A file of an older ``version`` in the current layout (the same, where the layouts read alike)."""
+        return data
+
+    def _check(self) -> None:
+        """Rules across fields, beyond each field's own type; :class:`CardError` naming the field."""
+
+    def _fail(self, field_name: str, problem: str) -> CardError:
+        return CardError(self.path or Path("<card>"), field_name, problem)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interval:
+    """A value with its 95% interval; the file holds ``[value, low, high]``."""
+
+    value: float = _field("number", required=True)
+    low: float = _field("number", required=True)
+    high: float = _field("number", required=True)
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,12 +312,10 @@ class EpsStar:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelCard:
-    """An attack card (one model, dataset and threat model). Accuracies are percent; ACC_norm and RS are ratios."""
+class CardIdentity(Card):
+    """What every result card (attack or corruptions) says of the model it measured and how: RobustBench's identity
+    fields, the method and the checkpoint's sha256, and the protocol."""
 
-    path: Path | None = _local(default=None)
-    raw: Mapping[str, Any] = _local(default_factory=dict)
-    schema_version: int = _field("integer", lo=1, default=SCHEMA_VERSION)
     # RobustBench's identity fields
     name: str = _field("text", required=True)
     link: str | None = _field("text")
@@ -198,16 +325,10 @@ class ModelCard:
     dataset: str = _field("text", required=True)
     venue: str | None = _field("text")
     architecture: str | None = _field("text")
-    # RobustBench's results
     eps: float | None = _field("number", lo=0.0)
-    eps_text: str | None = _field("text")
-    threat_model: str = _field("text", required=True)
-    clean_acc: float = _field("percent", required=True)
-    reported: float | None = _field("percent")
-    autoattack_acc: float | None = _field("percent")
     unreliable: bool = _field("boolean", default=False)
     footnote: str | None = _field("text")
-    # arbibench's: the method, how the numbers were made, and the ARBiBench metrics
+    # arbibench's: the method and how the numbers were made
     method: str | None = _field("text")
     method_paper: str | None = _field("text")
     bits_weights: int | None = _field("integer", lo=1)
@@ -215,15 +336,28 @@ class ModelCard:
     fp_twin: str | None = _field("text")
     # sha256 of the checkpoint measured: a card of replaced weights says so (zoo models only)
     checkpoint_sha256: str | None = _field("text", omit_none=True)
+    protocol: str | None = _field("text")
+    quick: bool | None = _field("flag")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelCard(CardIdentity):
+    """An attack card (one model, dataset and threat model). Accuracies are percent; ACC_norm and RS are ratios."""
+
+    # RobustBench's results
+    eps_text: str | None = _field("text", after="eps")
+    threat_model: str = _field("text", required=True)
+    clean_acc: float = _field("percent", required=True)
+    reported: float | None = _field("percent")
+    autoattack_acc: float | None = _field("percent")
+    # arbibench's: how the numbers were made, and the ARBiBench metrics
     # the network whose answers count (clean pass, black-box queries, every verified example): "simulation", the
     # float model, or "deployed", the bit-packed network of a BNN; cards without the field measured the simulation
-    inference: str | None = _field("text", omit_none=True)
+    inference: str | None = _field("text", omit_none=True, after="checkpoint_sha256")
     # the input grid of every adversarial example: "uint8" (pixels k/255, what a camera, a PNG file and a deployed
     # network's first layer see); cards without the field measured float inputs
     grid: str | None = _field("text", omit_none=True)
-    protocol: str | None = _field("text")
-    quick: bool | None = _field("flag")
-    clean_acc_by_family: dict[str, float] | None = _field("map", of="percent", omit_none=True)
+    clean_acc_by_family: dict[str, float] | None = _field("map", of="percent", omit_none=True, after="quick")
     subset: str | None = _field("text", omit_none=True)
     attacks: dict[str, AttackResult] = _field("records", of=AttackResult, required=True)
     rs: dict[str, float] = _field("ratios", required=True)
@@ -294,37 +428,15 @@ class CorruptionResult:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CorruptionCard:
+class CorruptionCard(CardIdentity):
     """A common-corruptions card (RobustBench's ``clean_acc`` and ``corruptions_acc``, in percent, plus arbibench's
     per-corruption and per-severity accuracies, ratios and intervals, and where the CIFAR-10-C data came from)."""
 
-    path: Path | None = _local(default=None)
-    raw: Mapping[str, Any] = _local(default_factory=dict)
-    schema_version: int = _field("integer", lo=1, default=SCHEMA_VERSION)
-    name: str = _field("text", required=True)
-    link: str | None = _field("text")
-    authors: str | None = _field("text")
-    additional_data: bool = _field("boolean", default=False)
-    number_forward_passes: int | None = _field("integer", lo=1)
-    dataset: str = _field("text", required=True)
-    venue: str | None = _field("text")
-    architecture: str | None = _field("text")
-    eps: float | None = _field("number", lo=0.0)
-    threat_model: str = _field("text", default=CORRUPTIONS_THREAT)
+    threat_model: str = _field("text", default=CORRUPTIONS_THREAT, after="eps")
     clean_acc: float = _field("percent", required=True)
     reported: float | None = _field("percent")
     corruptions_acc: float = _field("percent", required=True)
-    unreliable: bool = _field("boolean", default=False)
-    footnote: str | None = _field("text")
-    method: str | None = _field("text")
-    method_paper: str | None = _field("text")
-    bits_weights: int | None = _field("integer", lo=1)
-    bits_activations: int | None = _field("integer", lo=1)
-    fp_twin: str | None = _field("text")
-    checkpoint_sha256: str | None = _field("text", omit_none=True)
-    protocol: str | None = _field("text")
-    quick: bool | None = _field("flag")
-    corruptions_source: str = _field("text", required=True)
+    corruptions_source: str = _field("text", required=True, after="quick")
     corruptions_regenerated: bool | None = _field("flag")
     corruptions_generator_seed: int | None = _field("integer", lo=0)
     corruptions_data_sha256: str | None = _field("text", omit_none=True)  # one digest over the measured cells
@@ -351,6 +463,212 @@ class CorruptionCard:
     def n_per_cell(self) -> int | None:
         return self.n_examples.get("per_cell")
 
+    def _check(self) -> None:
+        if not self.corruptions:
+            raise self._fail("corruptions", "holds no corruption")
+        if self.corruptions_source not in ("official", "regenerated"):
+            raise self._fail("corruptions_source",
+                             f"must be 'official' or 'regenerated', got {self.corruptions_source!r}")
+
+
+# -- the deploy check -----------------------------------------------------------------------------------------------
+DEPLOY_CHECK = "deploy_check"  # the ``kind`` of a deploy-check card
+ZERO_PADDING, ONES_PADDING = "zero", "+1"  # how a deployed network pads: exactly as the simulation, or with +1
+PROTOCOL_IMAGES, TEST_SET_IMAGES = "clean", "clean_full"  # the keys of a deploy card's ``images``
+
+
+@dataclass(frozen=True, kw_only=True)
+class CleanAgreement:
+    """(a) of the deploy check: predictions of the simulation and of one deployed network on the same clean images.
+    ``padding`` says which deployed network, ``images`` which images (a key of the card's ``images``)."""
+
+    DERIVED: ClassVar[tuple[str, ...]] = ("agreement",)
+    variant: str = _field("text", required=True)
+    n_images: int = _field("integer", required=True, lo=1)
+    agree: int = _field("integer", required=True, lo=0)
+    interval: tuple[float, float] = _field("pair", of="fraction", required=True)  # Wilson 95% of the agreement
+    acc_simulation: float = _field("fraction", required=True)
+    acc_deployed: float = _field("fraction", required=True)
+    max_logit_difference: float = _field("number", required=True, lo=0.0)
+    padding: str = _field("text", required=True)
+    images: str = _field("text", required=True)
+
+    @property
+    def agreement(self) -> float:
+        return self.agree / self.n_images
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransferToDeployment:
+    """(b): of the adversarial examples one attack found against the simulation, how many also fool the deployed
+    network."""
+
+    DERIVED: ClassVar[tuple[str, ...]] = ("share",)
+    attack: str = _field("text", required=True)
+    family: str = _field("text", required=True)
+    attacked: int = _field("integer", required=True, lo=0)  # images both networks classify correctly
+    fooled_simulation: int = _field("integer", required=True, lo=0)
+    also_fool_deployed: int = _field("integer", required=True, lo=0)
+    interval: tuple[float, float] | None = _field("pair", of="fraction")  # None when nothing fooled the simulation
+
+    @property
+    def share(self) -> float | None:
+        return None if self.fooled_simulation == 0 else self.also_fool_deployed / self.fooled_simulation
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirectAttack:
+    """(c): one query attack run against each network on the same images: ACC* of each and the paired difference."""
+
+    attack: str = _field("text", required=True)
+    attacked: int = _field("integer", required=True, lo=0)
+    acc_star_simulation: float = _field("fraction", required=True)
+    acc_star_deployed: float = _field("fraction", required=True)
+    difference: Interval = _field("interval", required=True)  # deployed - simulation, paired over images
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployCheckCard(Card):
+    """Does robustness measured on the float simulation of a BNN hold for its deployed, bit-packed network
+    (:mod:`arbibench.protocol.deploy_check`)? Shares are ratios in [0, 1]."""
+
+    name: str = _field("text", required=True)
+    kind: str = _field("text", default=DEPLOY_CHECK)
+    protocol: str = _field("text", required=True)
+    checkpoint_sha256: str = _field("sha256", required=True)
+    deployed_backend: str | None = _field("text")
+    semantics: str | None = _field("text")
+    images: dict[str, str] = _field("map", of="text", factory=dict)  # which images each measurement used
+    clean_agreement: tuple[CleanAgreement, ...] = _field("record_list", of=CleanAgreement, required=True)
+    transfer_to_deployed: tuple[TransferToDeployment, ...] = _field("record_list", of=TransferToDeployment,
+                                                                    required=True)
+    direct_attacks: tuple[DirectAttack, ...] = _field("record_list", of=DirectAttack, required=True)
+
+    def clean(self, padding: str = ZERO_PADDING, images: str = PROTOCOL_IMAGES) -> CleanAgreement | None:
+        """The clean agreement of the network padded with ``padding`` on ``images``; None where not measured."""
+        return next((r for r in self.clean_agreement if (r.padding, r.images) == (padding, images)), None)
+
+    @classmethod
+    def _upgraded(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        """Version 1 rows say by their place what they measured: zero padding and +1 padding on the protocol's
+        clean images, then (where measured) zero padding on the first test images."""
+        rows = data.get("clean_agreement")
+        if version > 1 or not isinstance(rows, list):
+            return data
+        places = ((ZERO_PADDING, PROTOCOL_IMAGES), (ONES_PADDING, PROTOCOL_IMAGES), (ZERO_PADDING, TEST_SET_IMAGES))
+        upgraded = [{"padding": padding, "images": images, **row} if isinstance(row, dict) else row
+                    for row, (padding, images) in zip(rows, places, strict=False)]
+        return {**data, "clean_agreement": upgraded + rows[len(places):]}
+
+    def _check(self) -> None:
+        if self.kind != DEPLOY_CHECK:
+            raise self._fail("kind", f"expected {DEPLOY_CHECK!r}, got {self.kind!r}")
+        if self.clean() is None:
+            raise self._fail("clean_agreement", f"has no row of the {ZERO_PADDING}-padded network on the "
+                             f"{PROTOCOL_IMAGES!r} images; run `arbibench protocol deploy-check` again")
+
+
+# -- the checkpoint card --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class TrainingThreat:
+    """The threat model an adversarially trained checkpoint was trained against."""
+
+    norm: str = _field("text", required=True)
+    eps: float = _field("number", required=True, lo=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreviousVersion:
+    """A checkpoint a re-export replaced: its sha256, clean accuracy (ratio) and recipe."""
+
+    sha256: str = _field("sha256", required=True)
+    clean_acc: float | None = _field("fraction")
+    clean_acc_n_examples: int | None = _field("integer", lo=1)
+    recipe: dict[str, Any] | None = _field("object")
+    train_time_s: float | None = _field("number", lo=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointCard(Card):
+    """What a shipped checkpoint is (``models/checkpoints/<name>.json``): backbone, method, its sha256, its clean
+    accuracy (a ratio), how it was trained, and every version it replaced. The recipe, the training history and the
+    held-out selection are kept as the training run wrote them (:mod:`arbibench.train`)."""
+
+    name: str = _field("text", required=True)
+    dataset: str = _field("text", required=True)
+    architecture: str = _field("text", required=True)
+    method: str = _field("text", required=True)
+    paper: str | None = _field("text")
+    bits_weights: int | None = _field("integer", lo=1)
+    bits_activations: int | None = _field("integer", lo=1)
+    binary_layers: int | None = _field("integer", lo=0)
+    params: int | None = _field("integer", lo=1)
+    checkpoint: str = _field("text", required=True)  # the safetensors file beside the card
+    sha256: str = _field("sha256", required=True)
+    clean_acc: float = _field("fraction", required=True)
+    clean_acc_n_examples: int = _field("integer", lo=1, default=10_000)
+    clean_acc_first500: float | None = _field("fraction")
+    recipe: dict[str, Any] = _field("object", factory=dict)
+    train_time_s: float | None = _field("number", lo=0.0)
+    trained_on: str | None = _field("text")
+    history: tuple[dict[str, Any], ...] = _field("objects", factory=tuple)
+    epoch_seconds: tuple[dict[str, Any], ...] | None = _field("objects", omit_none=True)  # wall time per epoch
+    init_sha256: str | None = _field("sha256", omit_none=True)  # the weights recipe.init_from named at the start
+    clean_acc_before_bn_recalibration: float | None = _field("fraction", omit_none=True)
+    recalibrated_from_sha256: str | None = _field("sha256", omit_none=True)  # ``arbibench recalibrate``
+    training: str | None = _field("text", omit_none=True)  # "adversarial"; standard training without the field
+    threat_model: TrainingThreat | None = _field("record", of=TrainingThreat, omit_none=True)
+    robust_check: dict[str, Any] | None = _field("object", omit_none=True)
+    validation: dict[str, Any] | None = _field("object", omit_none=True)  # held-out selection
+    published: dict[str, Any] | None = _field("object", omit_none=True)  # the paper's own figure and the gap
+    previous_versions: tuple[PreviousVersion, ...] = _field("record_list", of=PreviousVersion, factory=tuple)
+
+    @property
+    def adversarial(self) -> bool:
+        return self.training == "adversarial"
+
+    def replaced(self) -> PreviousVersion:
+        """This card's version as the card of a re-export that replaces it records it."""
+        return PreviousVersion(sha256=self.sha256, clean_acc=self.clean_acc,
+                               clean_acc_n_examples=self.clean_acc_n_examples, recipe=self.recipe,
+                               train_time_s=self.train_time_s)
+
+    def _check(self) -> None:
+        if self.path is not None and self.checkpoint != f"{self.path.stem}.safetensors":
+            raise self._fail("checkpoint", f"names {self.checkpoint!r}, but the card is {self.path.name}: a card "
+                             f"describes {self.path.stem}.safetensors beside it; export the run again")
+
+
+# -- the findings ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Finding(Record):
+    """A BNN against its FP twin in one setting: mean ACC_norm of each and their paired difference, with 95%
+    intervals, and the verdict the difference's interval gives."""
+
+    model: str = _field("text", required=True)
+    twin: str = _field("text", required=True)
+    setting: str = _field("text", required=True)  # "white-box", "black-box", or "sweep <attack>"
+    columns: tuple[str, ...] = _field("list", of="text", required=True)  # the attacks (or eps values) averaged
+    n_examples: int = _field("integer", required=True, lo=1)
+    bnn_mean_acc_norm: Interval = _field("interval", required=True)
+    fp_mean_acc_norm: Interval = _field("interval", required=True)
+    difference: Interval = _field("interval", required=True)  # BNN - FP, paired over images
+    verdict: str = _field("text", required=True)
+
+    def key(self, *, per_column: bool = False) -> tuple[str, ...]:
+        """What a row of another report is matched on: (BNN, twin, setting), and with ``per_column`` its column."""
+        return (self.model, self.twin, self.setting, *(self.columns if per_column else ()))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FindingsDocument(Card):
+    """The ``--json`` of ``arbibench protocol report``: every BNN against its twin per setting (``findings``) and per
+    attack or eps (``per_column``)."""
+
+    protocol: str = _field("text", required=True)
+    findings: tuple[Finding, ...] = _field("record_list", of=Finding, required=True)
+    per_column: tuple[Finding, ...] = _field("record_list", of=Finding, factory=tuple)
+
 
 FAMILY_ORDER = ("white-box", "black-box")
 
@@ -370,31 +688,33 @@ def _dump(value: Any, kind: str) -> Any:
         return {k: _record_json(v) for k, v in value.items()}
     if kind == "record_list":
         return [_record_json(v) for v in value]
+    if kind == "interval":
+        return [value.value, value.low, value.high]
     if kind == "examples":
         return Path(value).name
-    if kind in ("pair", "list"):
-        return list(value)
-    if kind in ("map", "ratios"):
+    if kind in ("pair", "list", "objects"):
+        return [dict(v) for v in value] if kind == "objects" else list(value)
+    if kind in ("map", "ratios", "object"):
         return dict(value)
     return value
 
 
 def _record_json(obj: Any) -> dict[str, Any]:
+    """``obj``'s written fields in file order (a card's ``schema_version`` as the current one), then the values
+    its class derives from them for readers of the file (``DERIVED``)."""
     out: dict[str, Any] = {}
-    for f in fields(obj):
-        kind = f.metadata.get("kind")
-        if kind is None:
-            continue
+    for f in _layout(type(obj)):
         value = getattr(obj, f.name)
         if value is None and f.metadata["omit_none"]:
             continue
-        out[f.name] = SCHEMA_VERSION if f.name == "schema_version" else _dump(value, kind)
+        out[f.name] = obj.VERSION if f.name == "schema_version" else _dump(value, f.metadata["kind"])
+    out.update((name, getattr(obj, name)) for name in getattr(obj, "DERIVED", ()))
     return out
 
 
-def card_json(card: ModelCard | CorruptionCard) -> dict[str, Any]:
+def card_json(card: Card) -> dict[str, Any]:
     """The card as the JSON object written to its file (current ``schema_version``, fields in schema order)."""
-    return _record_json(card)
+    return card.to_dict()
 
 
 # -- reading -------------------------------------------------------------------------------------------------------
@@ -410,6 +730,11 @@ def _kind_of(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return f"{type(value).__name__} {value!r}"
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_BOUNDS: dict[str, tuple[float, float, str]] = {
+    "percent": (0.0, 100.0, " (accuracies are in percent)"), "fraction": (0.0, 1.0, " (a ratio, not percent)")}
 
 
 class _Reader:
@@ -429,43 +754,59 @@ class _Reader:
         v = self.data[key]
         if v is None:
             return None
-        if kind == "text":
-            if not isinstance(v, str):
-                raise self.fail(key, f"expected a non-empty string, got {_kind_of(v)}")
-            return v
-        if kind in ("number", "percent"):
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                raise self.fail(key, f"expected a number, got {_kind_of(v)}")
-            if not math.isfinite(v):
-                raise self.fail(key, f"expected a finite number, got {v}")
-            lo, hi = (0.0, 100.0) if kind == "percent" else (lo, None)
-            if (lo is not None and v < lo) or (hi is not None and v > hi):
-                span = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-                unit = " (accuracies are in percent)" if hi == 100 else ""
-                raise self.fail(key, f"{v} is outside {span}{unit}")
-            return float(v)
+        if kind in ("number", "percent", "fraction"):
+            return self.number(key, v, *_BOUNDS.get(kind, (lo, None, "")))
+        if kind in ("text", "sha256", "integer", "boolean", "flag", "object"):
+            return self.scalar(key, kind, v, lo)
+        if kind == "examples":
+            return self.examples(key, v)
+        if kind in ("pair", "list", "interval", "objects"):
+            return self.sequence(key, kind, v, of)
+        if kind == "record_list":
+            if not isinstance(v, list):
+                raise self.fail(key, f"expected a list, got {_kind_of(v)}")
+            return tuple(_parse_record(of, self.path, item, f"{self.prefix}{key}[{i}].") for i, item in enumerate(v))
+        return self.mapping(key, kind, v, of)
+
+    def number(self, key: str, v: Any, lo: float | None, hi: float | None, unit: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self.fail(key, f"expected a number, got {_kind_of(v)}")
+        if not math.isfinite(v):
+            raise self.fail(key, f"expected a finite number, got {v}")
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            span = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+            raise self.fail(key, f"{v} is outside {span}{unit}")
+        return float(v)
+
+    def scalar(self, key: str, kind: str, v: Any, lo: float | None) -> Any:
+        if kind in ("text", "sha256") and not isinstance(v, str):
+            raise self.fail(key, f"expected a non-empty string, got {_kind_of(v)}")
+        if kind == "sha256" and not _SHA256.fullmatch(v):
+            raise self.fail(key, f"expected a sha256 (64 lowercase hex digits), got {_kind_of(v)}")
         if kind == "integer":
             if isinstance(v, bool) or not isinstance(v, int):
                 raise self.fail(key, f"expected an integer, got {_kind_of(v)}")
             if lo is not None and v < lo:
                 raise self.fail(key, f"{v} is below {int(lo)}")
-            return v
-        if kind in ("boolean", "flag"):
-            if not isinstance(v, bool):
-                raise self.fail(key, f"expected true or false, got {_kind_of(v)}")
-            return v
-        if kind == "examples":
-            return self.examples(key, v)
-        if kind in ("pair", "list"):
-            if not isinstance(v, list) or (kind == "pair" and len(v) != 2):
-                shape = "[low, high]" if kind == "pair" else "a list"
-                raise self.fail(key, f"expected {shape}, got {_kind_of(v)}")
-            sub = _Reader(self.path, {f"[{i}]": item for i, item in enumerate(v)}, self.prefix + key)
-            return tuple(sub.value(f"[{i}]", of) for i in range(len(v)))
-        if kind == "record_list":
-            if not isinstance(v, list):
-                raise self.fail(key, f"expected a list, got {_kind_of(v)}")
-            return tuple(_parse_record(of, self.path, item, f"{self.prefix}{key}[{i}].") for i, item in enumerate(v))
+        if kind in ("boolean", "flag") and not isinstance(v, bool):
+            raise self.fail(key, f"expected true or false, got {_kind_of(v)}")
+        if kind == "object" and not isinstance(v, dict):
+            raise self.fail(key, f"expected a JSON object, got {_kind_of(v)}")
+        return v
+
+    def sequence(self, key: str, kind: str, v: Any, of: Any) -> Any:
+        size = {"pair": 2, "interval": 3}.get(kind)
+        if not isinstance(v, list) or (size is not None and len(v) != size):
+            shape = {"pair": "[low, high]", "interval": "[value, low, high]"}.get(kind, "a list")
+            raise self.fail(key, f"expected {shape}, got {_kind_of(v)}")
+        item_kind = {"interval": "number", "objects": "object"}.get(kind, of)
+        sub = _Reader(self.path, {f"[{i}]": item for i, item in enumerate(v)}, self.prefix + key)
+        items = tuple(sub.value(f"[{i}]", item_kind) for i in range(len(v)))
+        if kind in ("interval", "objects") and None in items:
+            raise sub.fail(f"[{items.index(None)}]", "is null")
+        return Interval(value=items[0], low=items[1], high=items[2]) if kind == "interval" else items
+
+    def mapping(self, key: str, kind: str, v: Any, of: Any) -> Any:
         sub = _Reader(self.path, v, f"{self.prefix}{key}.")
         if kind == "record":
             return _parse_record(of, self.path, v, sub.prefix)
@@ -508,10 +849,8 @@ def _parse_record(cls: type[R], where: Path, data: Any, prefix: str = "", **loca
     """``data`` checked field by field against the dataclass ``cls``; ``local`` sets its fields that are not read."""
     reader = _Reader(where, data, prefix)
     values: dict[str, Any] = dict(local)
-    for f in fields(cls):  # type: ignore[arg-type]
-        kind = f.metadata.get("kind")
-        if kind is None:
-            continue
+    for f in _layout(cls):
+        kind = f.metadata["kind"]
         if f.name not in reader.data:
             if f.metadata["required"]:
                 raise reader.fail(f.name, "is missing")
@@ -519,7 +858,7 @@ def _parse_record(cls: type[R], where: Path, data: Any, prefix: str = "", **loca
         value = reader.value(f.name, kind, of=f.metadata["of"], lo=f.metadata["lo"])
         if value is None:
             if f.metadata["required"]:
-                raise reader.fail(f.name, "expected a number, got null" if kind in ("number", "percent")
+                raise reader.fail(f.name, "expected a number, got null" if kind in ("number", "percent", "fraction")
                                   else "is null")
             if f.default is not MISSING and f.default is not None:
                 continue  # a null boolean reads as its default (false)
@@ -531,45 +870,31 @@ def _parse_record(cls: type[R], where: Path, data: Any, prefix: str = "", **loca
     return cls(**values)
 
 
-def card_version(path: Path, data: Any) -> int:
-    """The schema version of a decoded card: ``schema_version``, the older ``card_version``, or 1 when neither."""
+def card_version(path: Path, data: Any, current: int = SCHEMA_VERSION) -> int:
+    """The schema version of a decoded card: ``schema_version``, the older ``card_version``, or 1 when neither; a
+    version above ``current`` (what this arbibench writes) is refused."""
     reader = _Reader(path, data)
     for key in ("schema_version", "card_version"):
         if key in reader.data:
             version = reader.value(key, "integer", lo=1)
             if version is None:
                 raise reader.fail(key, "expected an integer, got null")
-            if version > SCHEMA_VERSION:
+            if version > current:
                 raise reader.fail(key, f"version {version} was written by a newer arbibench (this one reads up to "
-                                  f"{SCHEMA_VERSION}): upgrade arbibench (pip install -U arbibench)")
+                                  f"{current}): upgrade arbibench (pip install -U arbibench)")
             return int(version)
     return 1
-
-
-def _with_version(path: Path, data: dict[str, Any]) -> dict[str, Any]:
-    version = card_version(path, data)
-    data = {k: v for k, v in data.items() if k != "card_version"}
-    data["schema_version"] = version
-    return data
 
 
 def parse_card(path: Path, data: Any) -> ModelCard:
     """Check one decoded attack card and turn it into a :class:`ModelCard`; :class:`CardError` on the first
     problem, naming the file and the field."""
-    checked = _with_version(path, _Reader(path, data).data)
-    return _parse_record(ModelCard, path, checked, path=path, raw=data)
+    return ModelCard.parse(path, data)
 
 
 def parse_corruption_card(path: Path, data: Any) -> CorruptionCard:
     """Check a decoded corruptions card; :class:`CardError` naming the file and the field on the first problem."""
-    checked = _with_version(path, _Reader(path, data).data)
-    card = _parse_record(CorruptionCard, path, checked, path=path, raw=data)
-    if not card.corruptions:
-        raise CardError(path, "corruptions", "holds no corruption")
-    if card.corruptions_source not in ("official", "regenerated"):
-        raise CardError(path, "corruptions_source",
-                        f"must be 'official' or 'regenerated', got {card.corruptions_source!r}")
-    return card
+    return CorruptionCard.parse(path, data)
 
 
 def read_card_json(path: Path) -> Any:
@@ -584,29 +909,35 @@ def read_card_json(path: Path) -> Any:
         raise CardError(path, None, f"is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
 
 
-def card_text(card: ModelCard | CorruptionCard) -> str:
+def card_text(card: Card) -> str:
     """The file text of a card: indented JSON, numbers as numbers, never NaN."""
-    return json.dumps(card_json(card), indent=2, allow_nan=False) + "\n"
+    return json.dumps(card.to_dict(), indent=2, allow_nan=False) + "\n"
 
 
-# -- staleness -----------------------------------------------------------------------------------------------------
-#: The shipped checkpoints and their checkpoint cards (``<name>.safetensors`` and ``<name>.json``), read as JSON here.
+# -- what ships, and staleness ----------------------------------------------------------------------------------------
+#: The shipped checkpoints (``<name>.safetensors``), their checkpoint cards (``<name>.json``) and the pin file.
 SHIPPED_CHECKPOINTS = Path(__file__).resolve().parent / "models" / "checkpoints"
+#: The one list of what ships: ``<sha256>  <name>.safetensors`` a line (the format ``sha256sum -c`` reads).
+PIN_FILE = SHIPPED_CHECKPOINTS / "SHA256SUMS"
+_PIN_LINE = re.compile(r"^([0-9a-f]{64})  (\S+)\.safetensors$")
 
 
-def shipped_sha256(folder: Path = SHIPPED_CHECKPOINTS) -> dict[str, str]:
-    """Model name -> the sha256 its checkpoint card records, for every checkpoint card in ``folder`` (the zoo's
-    shipped checkpoints by default). Torch-free, so the leaderboard and ``zoo list`` can tell a stale card."""
+def shipped_sha256(pins: Path = PIN_FILE) -> dict[str, str]:
+    """Which checkpoints ship and the sha256 of each: model name -> sha256, in the pin file's order (the zoo's
+    ``SHA256SUMS`` by default). A malformed line is an error naming it. Torch-free, so the leaderboard and ``zoo
+    list`` can tell a stale card."""
     out: dict[str, str] = {}
-    for path in sorted(folder.glob("*.json")):
-        data = read_card_json(path)
-        sha = data.get("sha256") if isinstance(data, dict) else None
-        if isinstance(sha, str) and (folder / f"{path.stem}.safetensors").exists():
-            out[path.stem] = sha
+    for n, line in enumerate(pins.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _PIN_LINE.match(line)
+        if m is None:
+            raise ValueError(f"{pins}:{n}: expected '<sha256>  <name>.safetensors', got {line!r}")
+        out[m.group(2)] = m.group(1)
     return out
 
 
-def stale_checkpoint(card: ModelCard | CorruptionCard, shipped: Mapping[str, str]) -> str | None:
+def stale_checkpoint(card: CardIdentity | DeployCheckCard, shipped: Mapping[str, str]) -> str | None:
     """Why ``card`` may not describe the checkpoint shipped under its name (``shipped``: name -> sha256), or None
     when it records that very checkpoint or its model is not shipped."""
     current = shipped.get(card.name)

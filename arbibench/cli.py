@@ -1,5 +1,5 @@
 """The ``arbibench`` command line: wiring only. Each package owns its commands in its own ``cli.py`` (train and
-recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard, verify, queue); this module
+recalibrate, eval and import, zoo, corruptions, protocol and sweep, attacks, leaderboard, verify); this module
 names them and adds them.
 
 A command's module is imported only when that command runs or shows its help: ``arbibench --help`` lists the
@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+from arbibench.machine import default_threads
 
 
 @dataclass(frozen=True)
@@ -58,10 +61,6 @@ COMMANDS: dict[str, CommandEntry] = {
     "verify": CommandEntry(
         "arbibench.verify.cli", "verify",
         "Certify Linf robustness per image: sound bounds through the exact signs, then a bounded branch-and-bound."),
-    "queue": CommandEntry(
-        "arbibench.queue.cli", "queue_app",
-        "The machine's one queue of long jobs (zoo training, full-protocol cards): one job at a time, resumable, "
-        "committed to git as it goes."),
 }
 
 
@@ -125,7 +124,17 @@ def _root() -> None:
     """arbibench: adversarial robustness benchmark for binarized neural networks (ARBiBench protocol)."""
 
 
+def _cap_threads() -> None:
+    """Before torch loads: no more OpenMP workers than the cores this process may use (its affinity and cgroup
+    quota), where those are fewer than the machine's and the user set no thread count. Torch would start one worker
+    per core of the machine, and the extra ones only take time slices from the working ones."""
+    threads = default_threads()
+    if threads is not None and threads < (os.cpu_count() or 1):
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
 def main() -> None:
+    _cap_threads()
     app()
 
 

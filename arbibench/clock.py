@@ -1,6 +1,6 @@
 """A clock that stands still while the process is stopped: compute time that queue pauses cannot inflate.
 
-The machine's queue pauses its job with SIGSTOP while tests or benchmarks run (``arbibench queue pause``), for
+A job runner may pause a long job with SIGSTOP while tests or benchmarks run (``make test`` does), for
 minutes at a time. Wall clocks count those minutes: the zoo v3 cards' epoch times carry 10-40% of them, and a full
 protocol's stored batch seconds (which its projection check compares with the projection) would too. A stopped
 process cannot count its own stop, but it sees the gap afterwards: a daemon thread looks at the clock every ``tick``

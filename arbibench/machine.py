@@ -72,3 +72,50 @@ def provenance(seconds_by_machine: Mapping[str | None, float]) -> str | None:
     total = sum(seconds_by_machine.values()) or 1.0
     shares = sorted(seconds_by_machine.items(), key=lambda kv: -kv[1])
     return "; ".join(f"{m or UNRECORDED}: {100 * s / total:.0f}% of batch seconds" for m, s in shares)
+
+
+def cgroup_cpu_limit(root: str = "/sys/fs/cgroup") -> float | None:
+    """The CPU quota of this process's cgroup in cores (v2 ``cpu.max``, v1 ``cfs_quota_us``), None when unlimited."""
+    for quota_file, period_file in ((f"{root}/cpu.max", None),
+                                    (f"{root}/cpu/cpu.cfs_quota_us", f"{root}/cpu/cpu.cfs_period_us")):
+        try:
+            with open(quota_file, encoding="ascii") as f:
+                fields = f.read().split()
+            if period_file is not None:
+                with open(period_file, encoding="ascii") as f:
+                    fields.append(f.read().strip())
+        except OSError:
+            continue
+        if len(fields) < 2 or fields[0] in ("max", "-1"):
+            return None
+        try:
+            quota, period = float(fields[0]), float(fields[1])
+        except ValueError:
+            return None
+        return quota / period if quota > 0 and period > 0 else None
+    return None
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity, capped by its cgroup's quota (a container limited to 2 of
+    64 cores has 2). ``os.cpu_count()`` counts the whole machine, and threads past this number only wait."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = cgroup_cpu_limit()
+    if limit is not None:
+        cores = min(cores, max(1, int(limit + 0.5)))
+    return max(1, cores)
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def default_threads(environ: Mapping[str, str] | None = None) -> int | None:
+    """The torch thread count arbibench's CLI sets, or None to leave torch's own: the cores the process may use
+    (:func:`available_cores`), unless the user chose a count with ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS``.
+
+    Torch starts one OpenMP worker per core it sees on the machine; in a container or under ``taskset`` with fewer
+    cores, the extra workers only take time slices from the working ones (BENCHMARKS.md, thread oversubscription)."""
+    env = os.environ if environ is None else environ
+    if any(env.get(name) for name in THREAD_VARIABLES):
+        return None
+    return available_cores()

@@ -15,7 +15,7 @@
 #
 # SEED=zoo_runs/carry/<job>.db.gz[,<job2>.db.gz...] starts from the rows queue jobs have carried (the run resumes
 # after them). The new rows of every model come back as OUT/rows.db.gz in the carry format. On the queue's machine,
-# `arbibench queue add-rows rows.db.gz` adds each model's rows to its unfinished job's carried copy (commit them) and
+# `python -m lab queue add-rows rows.db.gz` adds each model's rows to its unfinished job's carried copy (commit them) and
 # to the queue's store; a job's run skips every batch they hold (restart a running queue: its run planned at start).
 set -u
 out=$1
@@ -24,7 +24,7 @@ limit=${3:-540}
 workers=${4:-14}
 mkdir -p "$out/run"
 if [ -n "${SEED:-}" ]; then
-    PYTHONPATH="$PWD" python3 -c "import sys; from pathlib import Path; from arbibench.queue.carry import merge_rows; \
+    PYTHONPATH="$PWD" python3 -c "import sys; from pathlib import Path; from lab.queue.carry import merge_rows; \
 [print(merge_rows(Path(p), Path(sys.argv[1])), 'seed rows from', p) for p in sys.argv[2:]]" \
         "$out/run/full_protocol.db" ${SEED//,/ } || exit 1
 fi
@@ -42,7 +42,7 @@ tail -c 5000 "$out/run/protocol.log"
 python3 benchmarks/store_batch_times.py "$out/run/full_protocol.db" --out "$out/batch_times.json" \
     --setting "models=$models" --setting "workers=$workers" --setting "limit_s=$limit" --setting "attacks=${ATTACKS:-all}" \
     --setting "machine=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores"
-python3 -c "import sys; from pathlib import Path; from arbibench.queue.carry import export_rows; \
+python3 -c "import sys; from pathlib import Path; from lab.queue.carry import export_rows; \
 print(export_rows(Path(sys.argv[1]), (), Path(sys.argv[2])), 'outcome rows in rows.db.gz')" \
     "$out/run/full_protocol.db" "$out/rows.db.gz"
 tar czf "$out/results.tgz" -C "$out/run" .

@@ -56,11 +56,11 @@ def test_committed_deploy_cards_still_read() -> None:
     from arbibench.leaderboard.deploy import load_deploy_cards
 
     cards = load_deploy_cards(ROOT / "model_info")
-    assert [c["name"] for c in cards] == [p.stem for p in DEPLOY_CARDS]
+    assert [c.name for c in cards] == [p.stem for p in DEPLOY_CARDS]
     for card in cards:
-        assert card["kind"] == "deploy_check" and len(card["checkpoint_sha256"]) == 64
-        for row in card["transfer_to_deployed"]:
-            assert 0 <= row["also_fool_deployed"] <= row["fooled_simulation"] <= row["attacked"]
+        assert card.kind == "deploy_check" and len(card.checkpoint_sha256) == 64
+        for row in card.transfer_to_deployed:
+            assert 0 <= row.also_fool_deployed <= row.fooled_simulation <= row.attacked
 
 
 def test_benchmark_card_round_trip(tmp_path: Path, data_dir: Path) -> None:

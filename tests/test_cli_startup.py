@@ -84,7 +84,6 @@ def test_root_help_lists_every_command_without_torch() -> None:
     ["zoo", "table", "--help"],
     ["leaderboard", "--help"],
     ["leaderboard", "markdown", "--help"],
-    ["queue", "--help"],
     ["attacks", "--help"],
     ["attacks", "list", "--help"],
     ["corruptions", "--help"],

@@ -155,7 +155,9 @@ def test_export_keeps_the_replaced_version_in_the_card(tmp_path, data_dir):
     train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
     zoo = tmp_path / "zoo"
     zoo.mkdir()
-    old = {"name": "resnet20_bireal", "sha256": "0" * 64, "clean_acc": 0.6258, "recipe": {"epochs": 6}}
+    old = {"name": "resnet20_bireal", "dataset": "cifar10", "architecture": "resnet20", "method": "bireal",
+           "checkpoint": "resnet20_bireal.safetensors", "sha256": "0" * 64, "clean_acc": 0.6258,
+           "recipe": {"epochs": 6}}
     (zoo / "resnet20_bireal.json").write_text(json.dumps(old))
     card = json.loads(export_checkpoint(tmp_path / "run", "resnet20_bireal", zoo).read_text())
     assert card["recipe"]["teacher"] == "resnet20_fp"

@@ -49,8 +49,21 @@ EPS_FLOOR = 1e-3 / 255
 def _descent(method: str, wb: float) -> dict[str, Any]:
     """The descent search's fields of an eps* record: resnet20_bnn's median is censored (fooled at the floor)."""
     median = EPS_FLOOR if method == "bnn" else round((0.02 + 3 * wb) / 255, 9)
-    return {"search": "descent", "eps_floor": EPS_FLOOR, "probe_draws": 50, "n_correct": 380, "censored": 12.5,
-            "median_correct": median, "median_correct_ci95": [EPS_FLOOR, round(2 * median, 9)]}
+    found = {"search": "descent", "eps_floor": EPS_FLOOR, "probe_draws": 50, "n_correct": 380, "censored": 12.5,
+             "median_correct": median, "median_correct_ci95": [EPS_FLOOR, round(2 * median, 9)]}
+    if method in CERTIFIED:  # a verifier's lower end, below the attacks' floor: a measurement, never "<= floor"
+        found["median_certified"] = CERTIFIED[method]
+    return found
+
+
+# the certified median radius of the fixture models a verifier ran on (the others: not verified)
+CERTIFIED = {"bnn": 4e-4 / 255, "reactnet": 2e-3 / 255}
+
+
+def _bracket_cell(card: Any, method: str, scale: float, unit: str) -> str:
+    """What a table shows for the [certified, attacked] bracket of a fixture card's median eps*."""
+    lower = f"{CERTIFIED[method] * scale:.3g}{unit}" if method in CERTIFIED else "not verified"
+    return f"[{lower}, {_eps_cell(card, scale, unit)}]"
 
 
 def _eps_cell(card: Any, scale: float, unit: str) -> str:
@@ -273,8 +286,11 @@ def test_a_card_of_the_earlier_eps_star_search_reads_and_says_all_images(tmp_pat
     result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(model_info), "--no-per-attack"])
     assert result.exit_code == 0, result.output
     rows = {r[1]: r for r in _markdown_rows(result.output.split("### ")[1])}
-    assert rows["`resnet20_xnor`"][-3] == "0.25/255 [0.25/255, 0.5/255] (all images)"
-    assert rows["`resnet20_bnn`"][-3] == "\u2264 0.001/255 [\u2264 0.001/255, 0.002/255]"  # censored: never "0.001"
+    assert rows["`resnet20_xnor`"][-4] == "0.25/255 [0.25/255, 0.5/255] (all images)"
+    assert rows["`resnet20_xnor`"][-3] == "-"  # no bracket without the correct-image median of the descent search
+    assert rows["`resnet20_bnn`"][-4] == "\u2264 0.001/255 [\u2264 0.001/255, 0.002/255]"  # censored: never "0.001"
+    # the certified end lies below the attacks' floor and is a measurement there, never "<= floor"
+    assert rows["`resnet20_bnn`"][-3] == "[0.0004/255, \u2264 0.001/255]"
 
 
 def test_model_pages_plot_the_eps_star_curve_against_the_fp_twin(built: Path) -> None:
@@ -287,6 +303,10 @@ def test_model_pages_plot_the_eps_star_curve_against_the_fp_twin(built: Path) ->
         assert f"figures/{stem}.svg" in page and 'id=\'eps-star\'' in page
         # a BNN's figure names its twin; the FP model's figure has no twin line
         assert ("resnet20_fp (FP twin)" in svg) == (method != "fp"), name
+        # the median's bracket: the verifier's certified end where one ran, else "not verified"
+        assert "[certified, attacked]" in page, name
+        lower = f"[{CERTIFIED[method] * 255:.3g}/255, " if method in CERTIFIED else "[not verified, "
+        assert lower in page, name
     index = (built / "index.html").read_text()
     assert "eps_star_cifar10_Linf" not in index  # per-model figures stay on the model pages
 
@@ -515,10 +535,11 @@ def test_markdown_table_has_the_sites_ranking_and_numbers(tmp_path: Path) -> Non
         for row, card in zip(rows, board, strict=True):
             assert row[0].endswith("⚠") == bool(card.flags), card.name
             assert row[3] == ("quick" if card.quick else "full")
-            assert row[4] == f"{card.clean_acc:.1f}%" and row[-6] == f"{card.rs['all']:.3f}"
+            assert row[4] == f"{card.clean_acc:.1f}%" and row[-7] == f"{card.rs['all']:.3f}"
             scale = 255 if threat == "Linf" else 1
-            assert row[-3] == f"{_eps_cell(card, scale, unit)} [{_eps_cell_at(EPS_FLOOR, scale, unit)}, " \
+            assert row[-4] == f"{_eps_cell(card, scale, unit)} [{_eps_cell_at(EPS_FLOOR, scale, unit)}, " \
                 f"{_eps_cell_at(card.eps_star.median_correct_ci95[1], scale, unit)}]"  # L2 not in 1/255
+            assert row[-3] == _bracket_cell(card, card.method, scale, unit)
         attack_rows = _markdown_rows(per_attack)
         for row, card in zip(attack_rows, board, strict=True):
             assert row[1] == f"{card.attacks['fgsm'].acc_norm:.2f}"
@@ -552,7 +573,7 @@ def test_markdown_table_of_the_shipped_cards() -> None:
     assert "ACC_norm per attack" not in result.output
     for row in rows:
         card = next(c for c in cards if f"`{c.name}`" == row[1])
-        assert row[-4] == f"{card.attacks['autoattack'].acc_star:.1f}%"
+        assert row[-5] == f"{card.attacks['autoattack'].acc_star:.1f}%"
 
 
 def test_l2_board_shows_eps_star_in_input_units(built: Path) -> None:

@@ -32,7 +32,7 @@ def test_leaderboard_file_is_what_the_cards_generate(tmp_path: Path) -> None:
 
 
 def test_leaderboard_file_holds_every_card_and_every_shipped_checkpoint() -> None:
-    from arbibench.models.pins import read_pins
+    from arbibench.cards import shipped_sha256
 
     text = COMMITTED.read_text(encoding="utf-8")
     ranking = text.split("## Model zoo")[0]
@@ -40,7 +40,7 @@ def test_leaderboard_file_holds_every_card_and_every_shipped_checkpoint() -> Non
     for card in sorted((ROOT / "model_info").glob("*/*/*.json")):
         if card.parent.name != "corruptions":
             assert f"`{card.stem}`" in ranking, card
-    for name, sha in read_pins().items():
+    for name, sha in shipped_sha256().items():
         assert f"| `{name}` |" in zoo, name
         assert f"`{name}` {sha[:12]}" in text.split("## Provenance")[1], name
 
@@ -151,13 +151,13 @@ def test_zoo_table_markers_are_optional_but_paired() -> None:
 
 def test_readme_deploy_paragraph_is_the_generated_one() -> None:
     """README's findings of the deploy checks are written from the deploy cards of the shipped checkpoints."""
+    from arbibench.cards import shipped_sha256
     from arbibench.leaderboard.deploy import deploy_summary_markdown, load_deploy_cards
     from arbibench.leaderboard.markdown import DEPLOY_BEGIN, DEPLOY_END, with_block
-    from arbibench.models.pins import read_pins
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.count(DEPLOY_BEGIN) == readme.count(DEPLOY_END) == 1, "README lost its deploy-check markers"
-    text = deploy_summary_markdown(load_deploy_cards(ROOT / "model_info"), read_pins())
+    text = deploy_summary_markdown(load_deploy_cards(ROOT / "model_info"), shipped_sha256())
     assert with_block(readme, DEPLOY_BEGIN, DEPLOY_END, text) == readme, (
         "README's deploy-check paragraph differs from the cards; regenerate it: arbibench leaderboard markdown "
         "--out LEADERBOARD.md --readme README.md")
@@ -166,20 +166,22 @@ def test_readme_deploy_paragraph_is_the_generated_one() -> None:
 def test_deploy_paragraph_follows_the_cards() -> None:
     """A card of replaced weights is left out and named; a direct attack whose difference excludes zero turns the
     verdict; the counts are the cards' sums."""
-    import copy
+    from dataclasses import replace
 
+    from arbibench.cards import Interval
     from arbibench.leaderboard.deploy import deploy_summary_markdown, load_deploy_cards
 
     cards = load_deploy_cards(ROOT / "model_info")
-    pins = {c["name"]: c["checkpoint_sha256"] for c in cards}
+    pins = {c.name: c.checkpoint_sha256 for c in cards}
     text = " ".join(deploy_summary_markdown(cards, pins).split())
-    fooled = sum(t["fooled_simulation"] for c in cards for t in c["transfer_to_deployed"])
-    also = sum(t["also_fool_deployed"] for c in cards for t in c["transfer_to_deployed"])
+    fooled = sum(t.fooled_simulation for c in cards for t in c.transfer_to_deployed)
+    also = sum(t.also_fool_deployed for c in cards for t in c.transfer_to_deployed)
     assert f"{also:,} of the {fooled:,} adversarial examples" in text and f"for {len(cards)} zoo BNNs" in text
-    stale = dict(pins, **{cards[0]["name"]: "0" * 64})
+    stale = dict(pins, **{cards[0].name: "0" * 64})
     left_out = " ".join(deploy_summary_markdown(cards, stale).split())
-    assert f"for {len(cards) - 1} zoo BNNs" in left_out and left_out.endswith(f"replaced since: {cards[0]['name']}.")
-    changed = copy.deepcopy(cards)
-    changed[0]["direct_attacks"][0]["difference"] = [0.2, 0.1, 0.3]
+    assert f"for {len(cards) - 1} zoo BNNs" in left_out and left_out.endswith(f"replaced since: {cards[0].name}.")
+    first = cards[0].direct_attacks
+    moved = replace(first[0], difference=Interval(value=0.2, low=0.1, high=0.3))
+    changed = [replace(cards[0], direct_attacks=(moved, *first[1:])), *cards[1:]]
     turned = " ".join(deploy_summary_markdown(changed, pins).split())
     assert "1 difference excluding zero" in turned and "does not carry over" in turned

@@ -11,7 +11,7 @@ import pytest
 
 from arbibench.attacks import get_threat_model
 from arbibench.data.cifar10 import load_cifar10
-from arbibench.evaluation.min_perturbation import LogGrid, median_interval, minimal_perturbation
+from arbibench.evaluation.min_perturbation import LevelGrid, LogGrid, median_interval, minimal_perturbation
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
 from arbibench.models.zoo import load_model
@@ -53,6 +53,50 @@ def test_log_grid_descends_to_the_floor_by_at_most_halves_and_bisects_strictly_i
             mid = grid.midpoint(lo, float(hi))
             assert mid is not None and grid.radius(lo) < grid.radius(mid) < hi
     assert grid.midpoint(5, grid.radius(6)) is None  # one position apart: resolved
+
+
+def test_level_grid_descends_by_halving_whole_levels_and_bisects_until_adjacent():
+    grid = LevelGrid(16 / 255)
+    assert [round(grid.radius(p) * 255) for p in grid.descent_positions()] == [16, 8, 4, 2, 1]
+    twelve = LevelGrid(12 / 255)
+    assert [round(twelve.radius(p) * 255) for p in twelve.descent_positions()] == [12, 6, 3, 1]
+    assert grid.floor == pytest.approx(1 / 255) and not grid.censors
+    # an example 5 levels away: the next radius tried is 4 levels; below one level there is nothing
+    assert round(grid.radius(grid.descent_below(5 / 255, grid.top)) * 255) == 4
+    assert grid.descent_below(1 / 255, grid.top) is None
+    # robust at 8 levels (position 7), fooled at 16: the middle is 12 levels, then 10 or 14 ...
+    assert round(grid.radius(grid.midpoint(7, 16 / 255)) * 255) == 12
+    assert grid.midpoint(7, 9 / 255) is None  # levels 8 and 9 are adjacent: resolved
+    # every bracket closes within rounds_needed halvings
+    for lo in range(grid.top):
+        for hi_level in range(lo + 2, grid.levels + 1):
+            a, b, rounds = lo, hi_level / 255, 0
+            while (m := grid.midpoint(a, b)) is not None:
+                a, rounds = m, rounds + 1  # the worst case: robust at every midpoint
+            assert rounds <= grid.rounds_needed
+
+
+def test_eps_star_on_the_uint8_grid_is_whole_levels_from_one(bnn, data_dir, tmp_path):
+    # the shipped resnet20_bnn on real test images: on the grid every eps* is a whole number of grey levels, at
+    # least one, and nothing is censored (no 8-bit image lies closer than one level)
+    x, y, idx = load_cifar10(12, data_dir=data_dir)
+    with ResultStore(tmp_path / "g.db") as db:
+        found = minimal_perturbation(bnn, x, y, idx, attacks=("apgd_ce",), eps_max=8 / 255, probe_draws=5,
+                                     store=db, model_name="bnn", batch_size=12, grid="uint8")
+        floated = minimal_perturbation(bnn, x, y, idx, attacks=("apgd_ce",), eps_max=8 / 255, probe_draws=5,
+                                       store=db, model_name="bnn", batch_size=12, search_rounds=1)
+    correct = found.eps_star[found.clean_correct]
+    finite = correct[np.isfinite(correct)]
+    assert len(finite) >= 3
+    levels = finite * 255
+    np.testing.assert_allclose(levels, np.round(levels), atol=1e-3)
+    assert (levels >= 1 - 1e-3).all() and (levels <= 8 + 1e-3).all()
+    assert not found.censored.any() and found.eps_floor == pytest.approx(1 / 255)
+    assert found.to_dict()["grid"] == "uint8" and "grid" not in floated.to_dict()
+    # the float search goes below one level for a BNN; the grid cannot
+    assert (floated.eps_star[floated.clean_correct] < 1 / 255).any()
+    with ResultStore(tmp_path / "bad.db") as db, pytest.raises(ValueError, match="grey level"):
+        minimal_perturbation(bnn, x, y, idx, eps_max=0.5 / 255, store=db, grid="uint8")
 
 
 def _evaluations(path) -> int:

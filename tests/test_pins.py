@@ -7,13 +7,21 @@ import shutil
 
 import pytest
 
+from arbibench.cards import PIN_FILE, shipped_sha256
 from arbibench.files import sha256_file
-from arbibench.models.pins import PIN_FILE, pin, read_pins
+from arbibench.models.pins import pin
 from arbibench.models.zoo import ZOO
 
 
+def _write_card(folder, name: str, sha256: str) -> None:
+    """A checkpoint card for ``name`` naming ``sha256``: the shipped resnet20_bnn card with its identity replaced."""
+    card = json.loads((PIN_FILE.parent / "resnet20_bnn.json").read_text())
+    card.update(name=name, checkpoint=f"{name}.safetensors", sha256=sha256)
+    (folder / f"{name}.json").write_text(json.dumps(card))
+
+
 def test_every_shipped_checkpoint_matches_its_pin():
-    pins = read_pins()
+    pins = shipped_sha256()
     shipped = {name for name, entry in ZOO.items() if entry.shipped}
     assert set(pins) == shipped
     for name, sha in pins.items():
@@ -28,18 +36,17 @@ def test_pin_rewrites_one_line_after_checking_the_card(tmp_path):
     shutil.copyfile(PIN_FILE, pins)
     weights = folder / "resnet20_bnn.safetensors"
     weights.write_bytes(b"retrained weights")
-    card = folder / "resnet20_bnn.json"
-    card.write_text(json.dumps({"sha256": "0" * 64}))
+    _write_card(folder, "resnet20_bnn", "0" * 64)
     with pytest.raises(ValueError, match="export the run again"):
         pin("resnet20_bnn", folder, pins)
     assert pins.read_text() == PIN_FILE.read_text()  # nothing written
-    card.write_text(json.dumps({"sha256": sha256_file(weights)}))
+    _write_card(folder, "resnet20_bnn", sha256_file(weights))
     old, new = pin("resnet20_bnn", folder, pins)
-    assert old == read_pins()["resnet20_bnn"] and new == sha256_file(weights)
-    after = read_pins(pins)
+    assert old == shipped_sha256()["resnet20_bnn"] and new == sha256_file(weights)
+    after = shipped_sha256(pins)
     assert after["resnet20_bnn"] == new
     assert {k: v for k, v in after.items() if k != "resnet20_bnn"} == {
-        k: v for k, v in read_pins().items() if k != "resnet20_bnn"
+        k: v for k, v in shipped_sha256().items() if k != "resnet20_bnn"
     }
 
 
@@ -47,7 +54,16 @@ def test_a_malformed_pin_line_is_named(tmp_path):
     bad = tmp_path / "SHA256SUMS"
     bad.write_text("abc  resnet20_fp.safetensors\n")
     with pytest.raises(ValueError, match="SHA256SUMS:1"):
-        read_pins(bad)
+        shipped_sha256(bad)
+
+
+def test_pin_refuses_a_malformed_card_naming_the_field(tmp_path):
+    shutil.copyfile(PIN_FILE, tmp_path / "SHA256SUMS")
+    (tmp_path / "resnet20_bnn.safetensors").write_bytes(b"retrained weights")
+    _write_card(tmp_path, "resnet20_bnn", "not a digest")
+    with pytest.raises(ValueError, match="field 'sha256': expected a sha256"):
+        pin("resnet20_bnn", tmp_path, tmp_path / "SHA256SUMS")
+    assert (tmp_path / "SHA256SUMS").read_text() == PIN_FILE.read_text()
 
 
 def test_a_new_backbone_is_pinned_only_when_asked_and_registers_from_its_name(tmp_path):
@@ -59,12 +75,12 @@ def test_a_new_backbone_is_pinned_only_when_asked_and_registers_from_its_name(tm
     shutil.copyfile(PIN_FILE, pins)
     weights = folder / "resnet18_bnn.safetensors"
     weights.write_bytes(b"a first resnet18 checkpoint")
-    (folder / "resnet18_bnn.json").write_text(json.dumps({"sha256": sha256_file(weights)}))
+    _write_card(folder, "resnet18_bnn", sha256_file(weights))
     with pytest.raises(ValueError, match="pin it with --add"):
         pin("resnet18_bnn", folder, pins)
     assert pins.read_text() == PIN_FILE.read_text()
     old, new = pin("resnet18_bnn", folder, pins, add=True)
-    assert old is None and read_pins(pins)["resnet18_bnn"] == new
+    assert old is None and shipped_sha256(pins)["resnet18_bnn"] == new
     entry = pinned_entry("resnet18_bnn", new)
     assert (entry.arch, entry.method, entry.training, entry.shipped) == ("resnet18", "bnn", "standard", True)
     at = pinned_entry("resnet20_bireal_at", new)

@@ -13,7 +13,6 @@ from arbibench.operations.progress import EvaluationProgress, ProtocolProgress, 
 from arbibench.protocol import presets
 from arbibench.protocol.presets import _spec
 from arbibench.protocol.run import run_protocol
-from arbibench.queue.jobs import protocol_run_step
 
 
 def _tiny(name: str = "cifar10", quick: bool = False, demo: bool = False) -> presets.Protocol:
@@ -138,12 +137,57 @@ def test_protocol_progress_reads_the_quick_card_of_a_full_run(tmp_path, data_dir
     assert all(e.card_per_sample is None for e in quick.evaluations + after_full_card.evaluations)
 
 
-def test_queue_steps_are_read_as_protocol_runs():
-    step = ("arbibench", "protocol", "run", "cifar10", "--models", "resnet20_fp", "--store", "runs/x.db", "--quick")
-    r = protocol_run_step(step)
-    assert r is not None and (r.preset, r.models, r.store, r.quick) == ("cifar10", ("resnet20_fp",), "runs/x.db", True)
-    assert protocol_run_step(("arbibench", "protocol", "run", "cifar10-c", "--models", "m")) is None
-    assert protocol_run_step(("arbibench", "train", "--method", "bnn")) is None
+def test_progress_takes_every_option_of_protocol_run_with_its_defaults():
+    """A run's command line with `run` turned into `progress` reports that run: a script that watches runs (the lab's
+    queue) never reads their options, and an option renamed in one command and not the other fails here."""
+    import typer
+
+    from arbibench.protocol.cli import protocol_app
+
+    group = typer.main.get_command(protocol_app)
+    run, progress = (group.commands[c] for c in ("run", "progress"))
+    by_name = {p.name: p for p in progress.params}
+    for param in run.params:
+        assert param.name in by_name, f"protocol progress lacks {param.opts} of protocol run"
+        twin = by_name[param.name]
+        assert (twin.opts, twin.secondary_opts, twin.default) == (param.opts, param.secondary_opts, param.default), \
+            param.name
+
+
+def _progress_json(args: list[str]) -> dict:
+    from arbibench.cli import app
+
+    result = CliRunner().invoke(app, ["protocol", "progress", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_progress_json_counts_each_model_and_evaluation_of_a_run_s_command_line(tmp_path, data_dir, monkeypatch):
+    from arbibench.cli import app
+
+    monkeypatch.setattr(presets, "get_protocol", _tiny)
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    store = str(tmp_path / "s.db")
+    # nothing stored yet: the models the run names, no store, nothing planned (a quick run has no card projection)
+    before = _progress_json(["cifar10", "--models", "resnet20_bnn,resnet20_fp", "--store", store])
+    assert before["store_found"] is False and before["store"] == store
+    assert [(m["model"], m["batches"], m["done"], m["quick_card_hours"]) for m in before["models"]] == \
+        [("resnet20_bnn", None, 0, None), ("resnet20_fp", None, 0, None)]
+    with ResultStore(store) as db:
+        run_protocol(_tiny(), ["resnet20_bnn"], db, data_dir=data_dir, progress=False)
+    # the run's own options that change nothing counted are taken as they are
+    run_line = ["cifar10", "--models", "resnet20_bnn,resnet20_fp", "--store", store, "--backend", "processes",
+                "--workers", "2", "--device", "cpu"]
+    after = _progress_json(run_line)
+    bnn, fp = after["models"]
+    assert after["store_found"] is True and (bnn["done"], bnn["batches"], bnn["hours_left"]) == (14, 14, 0.0)
+    assert sum(e["batches"] for e in bnn["evaluations"]) == 14 and fp["done"] == 0 and fp["batches"] == 14
+    assert {e["label"] for e in bnn["evaluations"]} >= {"white-box: fgsm", "black-box: square"}
+    # --no-sweep: the sweep's evaluations are not the run's, so not counted
+    no_sweep = _progress_json([*run_line, "--no-sweep"])["models"][0]
+    assert no_sweep["batches"] < 14 and not any(e["label"].startswith("sweep") for e in no_sweep["evaluations"])
+    refused = CliRunner().invoke(app, ["protocol", "progress", *run_line, "--only-attacks", "fgsm", "--json"])
+    assert refused.exit_code == 2 and "--only-attacks" in refused.output
 
 
 def test_the_progress_command_prints_each_model(tmp_path, data_dir, monkeypatch):

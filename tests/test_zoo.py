@@ -3,12 +3,14 @@ the same checks, one clear error per mistake, and the ``zoo list`` table.
 """
 
 import shutil
+from dataclasses import replace
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
+from arbibench.cards import CheckpointCard
 from arbibench.cli import app
 from arbibench.data import load_cifar10, load_imagenet
 from arbibench.evaluation.inputs import clean_accuracy
@@ -40,7 +42,7 @@ def test_every_pinned_entry_ships_its_checkpoint_and_card():
     for name, entry in ZOO.items():
         if entry.sha256 is not None:
             assert (CHECKPOINT_DIR / entry.filename).is_file(), f"{name}: {entry.filename} is not in {CHECKPOINT_DIR}"
-            assert load_card(name)["sha256"] == entry.sha256, name
+            assert load_card(name).sha256 == entry.sha256, name
     assert {"resnet20_fp", "resnet20_bnn"} <= set(SHIPPED)
 
 
@@ -57,14 +59,14 @@ def test_imagenet_resnet18_is_registered_for_every_method_and_not_shipped():
 def test_checkpoint_matches_registry_and_card(name):
     card = load_card(name)
     digest = sha256_file(CHECKPOINT_DIR / ZOO[name].filename)
-    assert digest == ZOO[name].sha256 == card["sha256"]
-    assert card["method"] == ZOO[name].method and card["architecture"] == ZOO[name].arch
-    assert card["dataset"] == ZOO[name].dataset
+    assert digest == ZOO[name].sha256 == card.sha256
+    assert card.method == ZOO[name].method and card.architecture == ZOO[name].arch
+    assert card.dataset == ZOO[name].dataset
     for key in ("clean_acc", "clean_acc_first500", "params", "train_time_s"):
-        assert isinstance(card[key], (int, float)), key
+        assert isinstance(getattr(card, key), (int, float)), key
     model = load_model(name, dataset=ZOO[name].dataset)
     assert not model.training
-    assert card["params"] == sum(p.numel() for p in model.parameters())
+    assert card.params == sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -72,7 +74,7 @@ def test_clean_accuracy_on_first_500_matches_card(name, data_dir):
     entry = ZOO[name]
     x, y, _ = DATA_LOADERS[entry.dataset](500, data_dir)
     acc = clean_accuracy(load_model(name, dataset=entry.dataset), x, y)
-    assert acc == pytest.approx(load_card(name)["clean_acc_first500"], abs=0.02)
+    assert acc == pytest.approx(load_card(name).clean_acc_first500, abs=0.02)
 
 
 # -- errors --------------------------------------------------------------------------------------------------------
@@ -173,7 +175,7 @@ def test_zoo_rows_filter_and_flags(tmp_path):
     rows = {r["name"]: r for r in zoo_rows()}
     assert set(rows) == set(ZOO)
     assert rows["resnet20_bnn"]["present"] and rows["resnet20_bnn"]["shipped"]
-    assert rows["resnet20_bnn"]["clean_acc"] == load_card("resnet20_bnn")["clean_acc"]
+    assert rows["resnet20_bnn"]["clean_acc"] == load_card("resnet20_bnn").clean_acc
     assert rows["resnet20_fp"]["params"] == 269_722
     assert not rows["resnet18_imagenet_fp"]["shipped"] and not rows["resnet18_imagenet_fp"]["present"]
     assert rows["resnet18_imagenet_fp"]["clean_acc"] is None
@@ -202,12 +204,13 @@ def test_zoo_list_cli_shows_every_column_and_entry(wide):
     lines = {line.split()[1]: line for line in result.output.splitlines() if line.startswith("│")}
     for name in ("resnet20_bnn", "resnet20_reactnet", "resnet20_xnorpp"):  # the goal and how far each is from it
         card = load_card(name)
-        assert goal_status(card) in lines[name] and goal_status(card) != "-"
+        goal = goal_status(name, card.clean_acc, adversarial=card.adversarial)
+        assert goal in lines[name] and goal != "-"
     assert ">= 91.5%" in lines["resnet20_fp"] and ">=" not in lines["resnet20_bireal_at"]  # no goal for AT models
     for name in ZOO:
         assert name in result.output
     assert "269,722" in result.output  # params of ResNet-20
-    acc = 100 * load_card("resnet20_fp")["clean_acc"]
+    acc = 100 * load_card("resnet20_fp").clean_acc
     assert f"{acc:.2f}%" in result.output
     imagenet_lines = [line for line in result.output.splitlines() if "resnet18_imagenet_" in line]
     assert len(imagenet_lines) == len(METHODS) and all("not shipped" in line for line in imagenet_lines)
@@ -239,8 +242,8 @@ def test_adversarially_trained_model_resists_pgd_where_its_card_says(name, data_
     from arbibench.attacks import Linf, get_attack
 
     card = load_card(name)
-    check = card["robust_check"]
-    assert card["training"] == "adversarial" and not check["catastrophic_overfitting"]
+    check = card.robust_check
+    assert card.adversarial and check is not None and not check["catastrophic_overfitting"]
     per_epoch = check["pgd10_acc_per_epoch"]
     assert per_epoch[check["best_epoch"] - 1] == max(per_epoch)  # shipped weights: the best epoch's
     x, y, _ = load_cifar10(None, data_dir=data_dir)
@@ -262,12 +265,13 @@ def test_zoo_table_has_one_row_per_shipped_card_with_its_accuracy_recipe_and_goa
     assert set(rows) == {n for n in SHIPPED if ZOO[n].dataset == "cifar10"}
     for name, line in rows.items():
         card = load_card(name)
-        assert f"| {100 * card['clean_acc']:.2f}% |" in line
-        if card["recipe"].get("teacher") and not card["recipe"].get("adversarial"):
-            assert f"kd: {card['recipe']['epochs']} epochs" in line
+        assert f"| {100 * card.clean_acc:.2f}% |" in line
+        if card.recipe.get("teacher") and not card.recipe.get("adversarial"):
+            assert f"kd: {card.recipe['epochs']} epochs" in line
     fp = rows["resnet20_fp"]
     assert "epochs from scratch" in fp and "91.25% (paper)" in fp  # He et al.'s figure and the FP twin's goal
-    assert fp.endswith(f"| {goal_status(load_card('resnet20_fp'))} |") and ">= 91.5%" in fp
+    fp_card = load_card("resnet20_fp")
+    assert fp.endswith(f"| {goal_status('resnet20_fp', fp_card.clean_acc, adversarial=False)} |") and ">= 91.5%" in fp
     assert "| no CIFAR-10 figure |" in rows["resnet20_reactnet"]  # ReActNet reports ImageNet only
     assert rows["resnet20_fp_at"].endswith("| - | - |")  # adversarially trained: no paper figure, no goal
     bad = runner.invoke(app, ["zoo", "table", "--dataset", "mnist"])
@@ -275,25 +279,28 @@ def test_zoo_table_has_one_row_per_shipped_card_with_its_accuracy_recipe_and_goa
 
 
 def test_zoo_table_goal_and_recalibration_wording():
-    card = {"name": "resnet20_bireal", "method": "bireal", "clean_acc": 0.7551,
-            "clean_acc_before_bn_recalibration": 0.7077,
-            "recipe": {"epochs": 12, "step1_epochs": 3, "optimizer": "adam", "lr": 1e-3, "schedule": "cosine",
-                       "init_from": "resnet20_fp", "teacher": "resnet20_fp", "bn_recalibration_batches": 100,
-                       "bn_recalibration_augment": True}}
+    card = CheckpointCard(
+        name="resnet20_bireal", dataset="cifar10", architecture="resnet20", method="bireal",
+        checkpoint="resnet20_bireal.safetensors", sha256="0" * 64, clean_acc=0.7551,
+        clean_acc_before_bn_recalibration=0.7077,
+        recipe={"epochs": 12, "step1_epochs": 3, "optimizer": "adam", "lr": 1e-3, "schedule": "cosine",
+                "init_from": "resnet20_fp", "teacher": "resnet20_fp", "bn_recalibration_batches": 100,
+                "bn_recalibration_augment": True})
     assert recipe_summary(card) == ("kd: 12 epochs (3 + 9) from `resnet20_fp`, distilled from `resnet20_fp`, adam lr "
                                     "0.001, cosine per step, BN re-estimated on 100 augmented batches (70.77% before)")
-    assert goal_status(card) == ">= 85%: 9.49 points short"
-    assert goal_status({**card, "clean_acc": 0.85}) == ">= 85%: met"
-    assert goal_status({**card, "name": "resnet20_bnn"}) == ">= 80%: 4.49 points short"
-    assert goal_status({**card, "name": "resnet20_fp", "clean_acc": 0.9}) == ">= 91.5%: 1.50 points short"
-    assert goal_status({**card, "name": "resnet20_fp_at"}) == "-"
-    irnet = {**card, "name": "resnet20_irnet", "clean_acc": 0.7835}
-    assert paper_status(irnet) == "86.50% (official code), -8.15 points"
-    assert paper_status(card) == "no CIFAR-10 figure"
+    assert goal_status("resnet20_bireal", 0.7551, adversarial=False) == ">= 85%: 9.49 points short"
+    assert goal_status("resnet20_bireal", 0.85, adversarial=False) == ">= 85%: met"
+    assert goal_status("resnet20_bnn", 0.7551, adversarial=False) == ">= 80%: 4.49 points short"
+    assert goal_status("resnet20_fp", 0.9, adversarial=False) == ">= 91.5%: 1.50 points short"
+    assert goal_status("resnet20_fp_at", 0.7551, adversarial=False) == "-"
+    assert goal_status("resnet20_bireal", 0.7551, adversarial=True) == "-"
+    assert goal_status("resnet20_bireal", None, adversarial=False) == "-"
+    assert paper_status("resnet20_irnet", 0.7835, adversarial=False) == "86.50% (official code), -8.15 points"
+    assert paper_status("resnet20_bireal", 0.7551, adversarial=False) == "no CIFAR-10 figure"
     # a long run: how many of its epochs ran and which one the held-out images picked
-    long_run = {**card, "recipe": {**card["recipe"], "epochs": 60, "step1_epochs": 0, "lr": 5e-4,
-                                   "init_from": "resnet20_bireal", "bn_recalibration_batches": 0},
-                "validation": {"epochs_run": 23, "stopped_early": True, "best_epoch": 15, "examples": 5000}}
+    long_run = replace(card, recipe={**card.recipe, "epochs": 60, "step1_epochs": 0, "lr": 5e-4,
+                                     "init_from": "resnet20_bireal", "bn_recalibration_batches": 0},
+                       validation={"epochs_run": 23, "stopped_early": True, "best_epoch": 15, "examples": 5000})
     assert recipe_summary(long_run) == (
         "kd: 60 epochs from `resnet20_bireal`, distilled from `resnet20_fp`, binary weights throughout, adam lr "
         "0.0005, cosine; 23 of 60 epochs run (stopped early), epoch 15 picked on 5,000 held-out training images")
@@ -324,11 +331,13 @@ def test_float_models_load_channels_last_on_cpu_and_predict_as_in_nchw(data_dir)
 def test_training_time_never_counts_queue_pauses():
     """Cards whose epochs left the stopped time out give their total; earlier queue cards (wall time, pauses in)
     their median epoch; cards without a per-epoch record their wall time."""
-    clean = [{"epoch": i, "seconds": 120.0, "stopped_seconds": 0.0} for i in range(1, 11)]
-    assert training_time({"epoch_seconds": clean, "train_time_s": 1200.0}) == "20 min"
-    paused = [{"epoch": i, "seconds": 120.0} for i in range(1, 11)] + [{"epoch": 11, "seconds": 1500.0}]
-    assert training_time({"epoch_seconds": paused, "train_time_s": 2700.0}) == "120 s an epoch (median)"
-    resumed = paused + [{"epoch": 12, "seconds": 100.0, "stopped_seconds": 900.0}]  # old and new records mixed
-    assert training_time({"epoch_seconds": resumed}) == "120 s an epoch (median)"
-    assert training_time({"train_time_s": 5640.0}) == "94 min"
-    assert training_time({}) == "-"
+    card = CheckpointCard(name="resnet20_fp", dataset="cifar10", architecture="resnet20", method="fp",
+                          checkpoint="resnet20_fp.safetensors", sha256="0" * 64, clean_acc=0.9)
+    clean = tuple({"epoch": i, "seconds": 120.0, "stopped_seconds": 0.0} for i in range(1, 11))
+    assert training_time(replace(card, epoch_seconds=clean, train_time_s=1200.0)) == "20 min"
+    paused = tuple({"epoch": i, "seconds": 120.0} for i in range(1, 11)) + ({"epoch": 11, "seconds": 1500.0},)
+    assert training_time(replace(card, epoch_seconds=paused, train_time_s=2700.0)) == "120 s an epoch (median)"
+    resumed = (*paused, {"epoch": 12, "seconds": 100.0, "stopped_seconds": 900.0})  # old and new records mixed
+    assert training_time(replace(card, epoch_seconds=resumed)) == "120 s an epoch (median)"
+    assert training_time(replace(card, train_time_s=5640.0)) == "94 min"
+    assert training_time(card) == "-"

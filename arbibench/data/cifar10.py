@@ -120,7 +120,7 @@ def _read_pickle(files: list[Path]) -> tuple[np.ndarray, np.ndarray]:
 
 def has_cifar10(split: str = "test", data_dir: str | os.PathLike[str] | None = None) -> bool:
     """Whether the split lies in the data folder in a format read without a download (npz, binary or, if allowed
-    later, pickle): lets passive commands such as ``queue status`` report instead of downloading."""
+    later, pickle): lets passive commands such as ``protocol progress`` report instead of downloading."""
     root = default_data_dir(data_dir)
     return any(find(root, split) for find in (_npz_files, _bin_files, _pickle_files))
 

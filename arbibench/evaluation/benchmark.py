@@ -128,7 +128,7 @@ def benchmark(
                 model, x, y, indices, attacks=eps_star, threat_model=threat.norm,
                 eps_max=2 * threat.eps if eps_star_max is None else eps_star_max, search_rounds=eps_star_rounds,
                 store=db, dataset=dataset, model_name=name, seed=seed, batch_size=batch_size, device=device,
-                progress=progress, console=console, backend=runner_backend, inference=inference,
+                progress=progress, console=console, backend=runner_backend, inference=inference, grid=threat.grid,
             )
     result = BenchmarkResult(
         model_name=name,

@@ -20,8 +20,9 @@ from arbibench.models.methods import get_method
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, verified_checkpoint
 
 
-class CardIdentity(TypedDict):
-    """The fields every card shares (``ModelCard(**identity, ...)``); None where the zoo does not know the model."""
+class IdentityFields(TypedDict):
+    """The zoo's values of :class:`arbibench.cards.CardIdentity`'s fields (``ModelCard(**identity, ...)``); None where
+    the zoo does not know the model."""
 
     name: str
     link: str | None
@@ -39,7 +40,7 @@ class CardIdentity(TypedDict):
     checkpoint_sha256: str | None
 
 
-def model_identity(name: str, dataset: str, checkpoint_sha256: str | None) -> CardIdentity:
+def model_identity(name: str, dataset: str, checkpoint_sha256: str | None) -> IdentityFields:
     """The shared card fields of ``name``: the zoo's metadata for a zoo model, only the name for any other.
 
     ``checkpoint_sha256`` is the sha256 of the checkpoint file the numbers were measured on (None for a model that
@@ -47,7 +48,7 @@ def model_identity(name: str, dataset: str, checkpoint_sha256: str | None) -> Ca
     """
     entry = ZOO.get(name)
     method = None if entry is None else get_method(entry.method)
-    return CardIdentity(
+    return IdentityFields(
         name=name,
         link=None,
         authors=None if method is None else method.authors,

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from arbibench.cards import Finding, Interval
 from arbibench.evaluation.bootstrap import N_BOOTSTRAP, Estimate, bootstrap_image_means, percentile_interval
 
 MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE = "more robust", "less robust", "not distinguishable"
@@ -53,18 +54,17 @@ class TwinComparison:
     difference: Estimate  # BNN - FP, paired over images
     verdict: str
 
+    def to_row(self) -> Finding:
+        """This comparison as a row of the findings document (:class:`arbibench.cards.FindingsDocument`)."""
+        def interval(e: Estimate) -> Interval:
+            return Interval(value=e.value, low=e.low, high=e.high)
+
+        return Finding(model=self.model, twin=self.twin, setting=self.setting, columns=self.columns,
+                       n_examples=self.n_examples, bnn_mean_acc_norm=interval(self.bnn),
+                       fp_mean_acc_norm=interval(self.fp), difference=interval(self.difference), verdict=self.verdict)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "twin": self.twin,
-            "setting": self.setting,
-            "columns": list(self.columns),
-            "n_examples": self.n_examples,
-            "bnn_mean_acc_norm": self.bnn.to_list(),
-            "fp_mean_acc_norm": self.fp.to_list(),
-            "difference": self.difference.to_list(),
-            "verdict": self.verdict,
-        }
+        return self.to_row().to_dict()
 
 
 def _mean_acc_norm(means: np.ndarray, n_columns: int) -> np.ndarray:
@@ -145,13 +145,8 @@ def twin_findings(
             for model, twin, setting, own, other in _pairs(outcomes, twins)]
 
 
-def column_findings(
-    outcomes: Mapping[str, Mapping[str, PairedOutcomes]],
-    twins: Mapping[str, str],
-    *,
-    n_boot: int = N_BOOTSTRAP,
-    seed: int = 0,
-) -> list[TwinComparison]:
+def column_findings(outcomes: Mapping[str, Mapping[str, PairedOutcomes]], twins: Mapping[str, str], *,
+                    n_boot: int = N_BOOTSTRAP, seed: int = 0) -> list[TwinComparison]:
     """What :func:`twin_findings` averages, one column at a time: each attack of a family, each eps of a sweep.
 
     A family's verdict is a mean over its attacks, so one weak attack can carry it (a BNN and its twin both at 0%

@@ -24,6 +24,10 @@ image fooled even at ``eps_floor`` is *censored*: its eps* is only known to be a
 is never reported as the floor. Medians are given over the correctly classified images (robustness alone) beside
 the median over all images (misclassified ones at 0, which mixes clean accuracy in), each with the
 distribution-free interval. ``certified`` holds a per-image *lower* bound on eps* where a verifier supplied one.
+
+On the 8-bit input grid (``grid="uint8"``) the radii are whole grey levels: the descent halves the level count from
+``eps_max`` down to 1/255 and the bisection runs over levels until adjacent. Nothing below one level is reachable
+there, so an image fooled at 1/255 has eps* = 1/255 exactly and no image is censored.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from torch import nn
 
 from arbibench.attacks import Attack, get_threat_model
 from arbibench.attacks.corners import RandomCorners
+from arbibench.attacks.threat import FLOAT, GRIDS
 from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.runner import evaluate
 from arbibench.evaluation.store import ResultStore
@@ -107,6 +112,17 @@ class LogGrid:
         steps = max(1, math.ceil(math.log2(self.eps_max / self.floor) - 1e-9))
         return steps * self.unit
 
+    #: An image fooled at the floor may have a smaller eps* than the floor: "<= floor".
+    censors = True
+
+    @property
+    def rounds_needed(self) -> int:
+        return self.rounds
+
+    def descent_positions(self) -> list[int]:
+        """The positions the descent visits, largest first."""
+        return list(range(self.top, -1, -self.unit))
+
     def radius(self, p: int) -> float:
         if p == self.top:
             return self.eps_max
@@ -131,6 +147,59 @@ class LogGrid:
         return None if top - lo <= 1 + 1e-6 else round((lo + top) / 2)
 
 
+@dataclass(frozen=True)
+class LevelGrid:
+    """The radii of the 8-bit grid: position ``p`` is ``p + 1`` grey levels, up to ``eps_max`` (rounded down to whole
+    levels). The descent halves the level count; bisection runs over levels until two are adjacent. Nothing below one
+    level is reachable on the grid, so the floor (1/255) is exact and censors nothing."""
+
+    eps_max: float
+    levels_per_unit: int = 255
+
+    censors = False
+
+    @property
+    def levels(self) -> int:
+        return max(1, int(self.eps_max * self.levels_per_unit + 1e-6))
+
+    @property
+    def top(self) -> int:
+        return self.levels - 1
+
+    @property
+    def floor(self) -> float:
+        return self.radius(0)
+
+    @property
+    def rounds_needed(self) -> int:
+        return max(1, math.ceil(math.log2(self.levels)))
+
+    def descent_positions(self) -> list[int]:
+        out, level = [], self.levels
+        while level >= 1:
+            out.append(level - 1)
+            level = level // 2 if level > 1 else 0
+        return out
+
+    def radius(self, p: int) -> float:
+        return (p + 1) / self.levels_per_unit
+
+    def position(self, eps: float) -> float:
+        return eps * self.levels_per_unit - 1
+
+    def descent_below(self, below: float, above: int) -> int | None:
+        """The largest descent position under ``above`` whose radius lies strictly below ``below``; None past one
+        level."""
+        for p in self.descent_positions():
+            if p < above and self.radius(p) < below - 1e-9:
+                return p
+        return None
+
+    def midpoint(self, lo: int, hi: float) -> int | None:
+        top = round(self.position(hi))
+        return None if top - lo <= 1 else (lo + top) // 2
+
+
 @dataclass
 class MinimalPerturbation:
     """Per-image eps* of one model under one norm, and what follows from it."""
@@ -148,6 +217,7 @@ class MinimalPerturbation:
     found_by: np.ndarray  # per image: what found the example of eps* ("corners" or an attack; "" where none)
     # per image, a certified lower bound on eps* (no example exists below it) where a verifier supplied one
     certified: np.ndarray | None = None
+    grid: str = FLOAT  # the input grid the examples lie on ("uint8": eps* in whole grey levels)
 
     @property
     def bounded(self) -> np.ndarray:
@@ -217,6 +287,8 @@ class MinimalPerturbation:
             "not_fooled_up_to_eps_max": float(np.isinf(self.eps_star).mean()) if len(self.eps_star) else None,
             "curve": [{"eps": e, "robust_acc": a} for e, a in self.curve()],
         }
+        if self.grid != FLOAT:  # float summaries stay those of every earlier card
+            summary["grid"] = self.grid
         if self.certified is not None:
             summary["median_certified_correct"] = _num(float(np.median(self.certified[self.clean_correct])))
             per_sample["certified"] = [float(v) for v in self.certified]
@@ -237,8 +309,15 @@ class _Search:
         self.found_by[rows[smaller]] = name
 
 
-def _check_settings(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int) -> None:
+def _check_settings(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int,
+                    grid: str = FLOAT) -> None:
     """One ValueError naming the first bad search setting."""
+    if grid not in GRIDS:
+        raise ValueError(f"grid must be one of {', '.join(GRIDS)}, got {grid!r}")
+    if grid != FLOAT:
+        get_threat_model(threat_model, eps_max, grid)  # Linf only on a grid
+        if eps_max < 1 / 255 - 1e-9:
+            raise ValueError(f"on the {grid} grid eps_max must be at least one grey level (1/255), got {eps_max!r}")
     if isinstance(search_rounds, bool) or not isinstance(search_rounds, int) or not 1 <= search_rounds <= 12:
         raise ValueError(f"search_rounds must be an integer from 1 to 12, got {search_rounds!r}")
     if isinstance(probe_draws, bool) or not isinstance(probe_draws, int) or probe_draws < 0:
@@ -270,28 +349,31 @@ def minimal_perturbation(
     console: Console | None = None,
     backend: Backend | None = None,
     inference: str = "simulation",
+    grid: str = FLOAT,
 ) -> MinimalPerturbation:
     """eps* of every image: descent from ``eps_max`` to ``eps_floor``, then ``search_rounds`` bisection rounds,
     random sign corners first at every radius (see the module docstring).
 
     ``search_rounds`` sets the resolution, a factor ``2 ** (1 / 2**search_rounds)`` (3 rounds: 9%); each round
-    costs one more run per image. ``probe_draws=0`` leaves the corners out.
+    costs one more run per image. ``probe_draws=0`` leaves the corners out. On ``grid="uint8"`` the radii are whole
+    grey levels from 1/255 (``eps_floor`` and the resolution do not apply; the bisection runs until levels meet).
     """
-    _check_settings(threat_model, eps_max, eps_floor, search_rounds, probe_draws)
+    _check_settings(threat_model, eps_max, eps_floor, search_rounds, probe_draws, grid)
     attack_objs = [attack_for_target(a, model_name) for a in attacks]
     if not attack_objs:
         raise ValueError("minimal_perturbation needs at least one attack")
     probes: list[Attack] = [RandomCorners(draws=probe_draws)] if probe_draws else []
     indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
     n = len(y)
-    grid = LogGrid(float(eps_max), float(eps_floor), search_rounds)
+    radii: LogGrid | LevelGrid = (LogGrid(float(eps_max), float(eps_floor), search_rounds) if grid == FLOAT
+                                  else LevelGrid(float(eps_max)))
     state = _Search(np.full(n, math.inf), np.full(n, "", dtype=object), np.zeros(n, dtype=bool))
 
     def run(attack: Attack, eps: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(clean correct, robust, distance found) of ``rows`` under ``attack`` at ``eps``, through the store."""
         pick = torch.from_numpy(rows)
         clean, outcomes, _, _ = evaluate(
-            model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps),
+            model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps, grid),
             dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
             inference=inference, progress=progress, checks=False, backend=backend,
             # the notes of every radius's run (the fused path, the reference's corrections) are the evaluation's own
@@ -307,7 +389,7 @@ def minimal_perturbation(
         for attack in probes + attack_objs:
             if len(left) == 0:
                 break
-            clean_ok, robust, dist = run(attack, grid.radius(p), left)
+            clean_ok, robust, dist = run(attack, radii.radius(p), left)
             misclassified = np.concatenate([misclassified, left[~clean_ok]])
             fooled = clean_ok & ~robust
             state.record(left[fooled], dist[fooled], attack.name)
@@ -316,8 +398,8 @@ def minimal_perturbation(
 
     clean_correct = np.ones(n, dtype=bool)
     lo = np.full(n, -1)  # grid position of the largest radius at which nothing fooled the image
-    nxt = np.full(n, grid.top)  # the descent position each image meets next (-1: done)
-    for p in range(grid.top, -1, -grid.unit):
+    nxt = np.full(n, radii.top)  # the descent position each image meets next (-1: done)
+    for p in radii.descent_positions():
         rows = np.nonzero(nxt == p)[0]
         if len(rows) == 0:
             continue
@@ -326,11 +408,11 @@ def minimal_perturbation(
         nxt[misclassified] = -1
         lo[robust], nxt[robust] = p, -1
         for i in np.setdiff1d(rows, np.concatenate([robust, misclassified])):
-            below = grid.descent_below(float(state.hi[i]), p)
+            below = radii.descent_below(float(state.hi[i]), p)
             nxt[i] = -1 if below is None else below
-            state.censored[i] = below is None
-    for _ in range(search_rounds):
-        mids = {i: grid.midpoint(int(lo[i]), float(state.hi[i]))
+            state.censored[i] = below is None and radii.censors
+    for _ in range(radii.rounds_needed):
+        mids = {i: radii.midpoint(int(lo[i]), float(state.hi[i]))
                 for i in np.nonzero((lo >= 0) & np.isfinite(state.hi))[0]}
         todo = {i: m for i, m in mids.items() if m is not None}
         if not todo:
@@ -338,7 +420,8 @@ def minimal_perturbation(
         for m in sorted(set(todo.values()), reverse=True):
             robust, _ = attack_at(m, np.array(sorted(i for i, mm in todo.items() if mm == m), dtype=np.int64))
             lo[robust] = m
-    state.censored |= clean_correct & (state.hi <= grid.floor)
+    if radii.censors:
+        state.censored |= clean_correct & (state.hi <= radii.floor)
     eps_star = np.where(clean_correct, state.hi, 0.0)
     return MinimalPerturbation(
         norm=get_threat_model(threat_model, eps_max).norm,
@@ -347,9 +430,10 @@ def minimal_perturbation(
         sample_index=indices.numpy(),
         eps_star=eps_star,
         search_rounds=search_rounds,
-        eps_floor=grid.radius(0),
+        eps_floor=radii.radius(0),
         probe_draws=probe_draws,
         clean_correct=clean_correct,
         censored=state.censored & clean_correct,
         found_by=np.where(clean_correct, state.found_by, ""),
+        grid=grid,
     )

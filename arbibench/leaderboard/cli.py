@@ -1,8 +1,9 @@
 """``arbibench leaderboard build|serve|table|markdown``: turn model cards into the static site, preview it locally,
 and write the markdown leaderboards (``LEADERBOARD.md``).
 
-The cards are read as JSON; which checkpoints the zoo ships comes from the pin file and the checkpoint cards
-(``arbibench.models.pins`` and ``arbibench.models.markdown``, both torch-free), so no command here loads torch."""
+The cards are read by the card schema (:mod:`arbibench.cards`); which checkpoints the zoo ships comes from the pin file
+(:func:`arbibench.cards.shipped_sha256`) and the checkpoint cards (:mod:`arbibench.models.markdown`), both torch-free,
+so no command here loads torch."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import typer
 
+from arbibench.cards import shipped_sha256
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
 from arbibench.leaderboard.findings import FINDINGS_BEGIN, FINDINGS_END, findings_readme_markdown
@@ -30,7 +32,6 @@ from arbibench.leaderboard.markdown import (
 )
 from arbibench.leaderboard.ranking import build_boards
 from arbibench.models.markdown import shipped_cards, zoo_markdown, zoo_readme_markdown
-from arbibench.models.pins import read_pins
 from arbibench.terminal import USER_ERRORS, console, fail
 
 leaderboard_app = typer.Typer(
@@ -88,7 +89,7 @@ def table(
     except (LeaderboardError, CardError) as e:
         console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    pins = read_pins()
+    pins = shipped_sha256()
     text = "\n".join(board_markdown(b, per_attack=per_attack, pins=pins) for b in boards)
     if out is None:
         print(text, end="")  # plain print: no wrapping or markup in the tables
@@ -128,7 +129,7 @@ def markdown(
         )
 
         boards = build_boards(load_cards(model_info))
-        text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), read_pins(), day,
+        text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), shipped_sha256(), day,
                                     load_corruption_cards(model_info), load_deploy_cards(model_info))
         readme_text = None
         paragraph = None if findings is None else _findings_paragraph(findings, readme)
@@ -136,7 +137,7 @@ def markdown(
             readme_text = with_block(with_top_rows(readme.read_text(encoding="utf-8"), boards), ZOO_BEGIN, ZOO_END,
                                      zoo_readme_markdown())
             readme_text = with_block(readme_text, DEPLOY_BEGIN, DEPLOY_END,
-                                     deploy_summary_markdown(load_deploy_cards(model_info), read_pins()))
+                                     deploy_summary_markdown(load_deploy_cards(model_info), shipped_sha256()))
             if paragraph is not None:
                 readme_text = _with_findings(readme_text, paragraph)
         atomic_write_text(text, out)

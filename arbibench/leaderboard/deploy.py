@@ -1,52 +1,62 @@
 """The deploy-check cards on the leaderboard: does robustness measured on the simulation hold for the deployed BNN?
 
 ``arbibench protocol deploy-check`` writes one card per model to ``model_info/<dataset>/deploy/<name>.json``
-(:mod:`arbibench.protocol.deploy_check`). This module reads them as JSON (no torch) and renders the table that
-LEADERBOARD.md and README show: clean agreement of the deployed network with the simulation, the share of each
-attack's adversarial examples that also fool it, and the query attacks run against it directly.
+(:mod:`arbibench.protocol.deploy_check`). This module reads them as :class:`arbibench.cards.DeployCheckCard` (no
+torch) and renders the table that LEADERBOARD.md and README show: clean agreement of the deployed network with the
+simulation, the share of each attack's adversarial examples that also fool it, and the query attacks run against it
+directly.
 """
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from arbibench.cards import (
+    DEPLOY_CHECK,
+    ONES_PADDING,
+    TEST_SET_IMAGES,
+    CardError,
+    DeployCheckCard,
+    Interval,
+    TransferToDeployment,
+    read_card_json,
+    stale_checkpoint,
+)
 from arbibench.leaderboard.cards import LeaderboardError
 
-KIND = "deploy_check"
-_REQUIRED = ("name", "protocol", "checkpoint_sha256", "clean_agreement", "transfer_to_deployed", "direct_attacks")
 
-
-def load_deploy_cards(model_info: Path) -> list[dict[str, Any]]:
+def load_deploy_cards(model_info: Path) -> list[DeployCheckCard]:
     """Every deploy-check card under ``model_info`` (``*/deploy/*.json``), sorted by name; a malformed one is an
-    error naming the file and the missing field."""
+    error naming the file and the field."""
     cards = []
     for path in sorted(Path(model_info).glob("*/deploy/*.json")):
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise LeaderboardError(f"{path} is not valid JSON ({e}); run `arbibench protocol deploy-check` "
-                                   "again") from e
-        if not isinstance(data, dict) or data.get("kind") != KIND:
-            continue
-        missing = [k for k in _REQUIRED if k not in data]
-        if missing:
-            raise LeaderboardError(f"{path}: deploy card lacks {', '.join(missing)}; run the deploy check again")
-        cards.append(data)
-    return sorted(cards, key=lambda c: str(c["name"]))
+            data = read_card_json(path)
+            if isinstance(data, dict) and data.get("kind") == DEPLOY_CHECK:
+                cards.append(DeployCheckCard.parse(path, data))
+        except CardError as e:
+            raise LeaderboardError(f"{e}; run `arbibench protocol deploy-check` again") from e
+    return sorted(cards, key=lambda c: c.name)
 
 
-def _share(row: Mapping[str, Any]) -> str:
-    if row.get("share") is None:
+def _share(row: TransferToDeployment) -> str:
+    if row.share is None or row.interval is None:
         return "-"
-    low, high = row["interval"]
-    return f"{100 * row['share']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] of {row['fooled_simulation']}"
+    low, high = row.interval
+    return f"{100 * row.share:.1f}% [{100 * low:.1f}, {100 * high:.1f}] of {row.fooled_simulation}"
 
 
-def deploy_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str] | None = None) -> str:
+def _points(d: Interval) -> str:
+    return f"{100 * d.value:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+
+
+def _current(card: DeployCheckCard, pins: Mapping[str, str]) -> bool:
+    return stale_checkpoint(card, pins) is None
+
+
+def deploy_markdown(cards: list[DeployCheckCard], pins: Mapping[str, str] | None = None) -> str:
     """One row per model: clean agreement (zero padding, +1 padding, all test images when measured), the attack whose
     adversarial examples transfer worst to the deployed network, and deployed minus simulation ACC* per query attack.
     A card of a checkpoint the zoo has replaced is marked."""
@@ -55,24 +65,17 @@ def deploy_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str] | None 
               "ACC* deployed - simulation (Square, HSJA, RayS)"]
     lines = ["| " + " | ".join(header) + " |", "| --- | ---: | ---: | ---: | --- | --- |"]
     for card in cards:
-        clean = card["clean_agreement"]
-        zero, padded = clean[0], clean[1] if len(clean) > 1 else None
-        full = clean[2] if len(clean) > 2 else None
-        transfers = [t for t in card["transfer_to_deployed"] if t.get("share") is not None]
-        worst = min(transfers, key=lambda t: t["share"], default=None)
-        direct = ", ".join(
-            f"{d['attack']} {100 * d['difference'][0]:+.1f} [{100 * d['difference'][1]:+.1f}, "
-            f"{100 * d['difference'][2]:+.1f}]" for d in card["direct_attacks"]
-        )
-        name = f"`{card['name']}`"
-        if pins.get(card["name"], card["checkpoint_sha256"]) != card["checkpoint_sha256"]:
-            name += " (stale: measured replaced weights)"
+        zero, padded, full = card.clean(), card.clean(ONES_PADDING), card.clean(images=TEST_SET_IMAGES)
+        transfers = [t for t in card.transfer_to_deployed if t.share is not None]
+        worst = min(transfers, key=lambda t: t.share or 0.0, default=None)
+        direct = ", ".join(f"{d.attack} {_points(d.difference)}" for d in card.direct_attacks)
+        name = f"`{card.name}`" + ("" if _current(card, pins) else " (stale: measured replaced weights)")
         lines.append("| " + " | ".join([
             name,
-            f"{100 * zero['agreement']:.2f}% of {zero['n_images']}",
-            "-" if padded is None else f"{100 * padded['agreement']:.2f}%",
-            "-" if full is None else f"{100 * full['agreement']:.2f}% of {full['n_images']:,}",
-            "-" if worst is None else f"{worst['attack']}: {_share(worst)}",
+            "-" if zero is None else f"{100 * zero.agreement:.2f}% of {zero.n_images}",
+            "-" if padded is None else f"{100 * padded.agreement:.2f}%",
+            "-" if full is None else f"{100 * full.agreement:.2f}% of {full.n_images:,}",
+            "-" if worst is None else f"{worst.attack}: {_share(worst)}",
             direct or "-",
         ]) + " |")
     return "\n".join(lines)
@@ -83,38 +86,38 @@ def _span(values: list[int] | list[float], fmt: str) -> str:
     return format(low, fmt) if low == high else f"{format(low, fmt)}-{format(high, fmt)}"
 
 
-def deploy_summary_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str] | None = None) -> str:
+def deploy_summary_markdown(cards: list[DeployCheckCard], pins: Mapping[str, str] | None = None) -> str:
     """README's paragraph on the deploy checks, from the cards of the checkpoints shipped now (a card of replaced
     weights is left out and named): clean agreement, how many of the simulation's adversarial examples fool the
     deployed network, the direct attacks' ACC* differences, the +1-padded network, and the verdict they support."""
     pins = pins or {}
-    current = [c for c in cards if pins.get(c["name"], c["checkpoint_sha256"]) == c["checkpoint_sha256"]]
-    stale = sorted(c["name"] for c in cards if c not in current)
+    current = [c for c in cards if _current(c, pins)]
+    stale = sorted(c.name for c in cards if not _current(c, pins))
     if not current:
         return "No deploy check has measured a checkpoint the zoo ships now."
-    names = ", ".join(f"`{c['name']}`" for c in current)
-    zero = [c["clean_agreement"][0] for c in current]
-    padded = [c["clean_agreement"][1]["agreement"] for c in current if len(c["clean_agreement"]) > 1]
-    full = [c["clean_agreement"][2] for c in current if len(c["clean_agreement"]) > 2]
-    transfers = [t for c in current for t in c["transfer_to_deployed"]]
-    fooled = sum(int(t["fooled_simulation"]) for t in transfers)
-    also = sum(int(t["also_fool_deployed"]) for t in transfers)
-    direct = [d["difference"] for c in current for d in c["direct_attacks"]]
-    excluding = sum(1 for _, low, high in direct if low > 0 or high < 0)
-    n500 = {z["n_images"] for z in zero}
+    names = ", ".join(f"`{c.name}`" for c in current)
+    zero = [row for c in current if (row := c.clean()) is not None]
+    padded = [row.agreement for c in current if (row := c.clean(ONES_PADDING)) is not None]
+    full = [row for c in current if (row := c.clean(images=TEST_SET_IMAGES)) is not None]
+    transfers = [t for c in current for t in c.transfer_to_deployed]
+    fooled = sum(t.fooled_simulation for t in transfers)
+    also = sum(t.also_fool_deployed for t in transfers)
+    direct = [d.difference for c in current for d in c.direct_attacks]
+    excluding = sum(1 for d in direct if d.excludes_zero)
+    n500 = {z.n_images for z in zero}
     text = (f"On the quick protocol's images, for {len(current)} zoo BNNs ({names}; table in "
             f"[LEADERBOARD.md](LEADERBOARD.md)): the deployed network predicts what the simulation predicts on "
-            f"{_span([z['agree'] for z in zero], ',')} of the first {'/'.join(str(n) for n in sorted(n500))} test "
+            f"{_span([z.agree for z in zero], ',')} of the first {'/'.join(str(n) for n in sorted(n500))} test "
             "images")
     if full:
-        text += (f" and on {_span([f['agree'] for f in full], ',')} of all {full[0]['n_images']:,}"
+        text += (f" and on {_span([f.agree for f in full], ',')} of all {max(f.n_images for f in full):,}"
                  + ("" if len(full) == len(current) else f" ({len(full)} of them measured there)"))
     text += (f"; {also:,} of the {fooled:,} adversarial examples that fooled the simulation (every attack of the "
              "preset) also fool it")
     if direct:
         text += (f"; Square, HopSkipJump and RayS run against it directly leave its ACC* within "
-                 f"{100 * min(d[0] for d in direct):+.1f} to {100 * max(d[0] for d in direct):+.1f} points of the "
-                 f"simulation's, {'no' if not excluding else excluding} difference{'s' if excluding > 1 else ''} "
+                 f"{100 * min(d.value for d in direct):+.1f} to {100 * max(d.value for d in direct):+.1f} points of "
+                 f"the simulation's, {'no' if not excluding else excluding} difference{'s' if excluding > 1 else ''} "
                  "excluding zero at 95%")
     text += "."
     if fooled and also / fooled >= 0.99 and not excluding:
@@ -134,7 +137,7 @@ def deploy_summary_markdown(cards: list[dict[str, Any]], pins: Mapping[str, str]
 DEPLOY_ANCHOR, DEPLOY_TITLE = "deployed", "Deployed network"
 
 
-def deploy_section(cards: list[dict[str, Any]], pins: Mapping[str, str] | None = None) -> str:
+def deploy_section(cards: list[DeployCheckCard], pins: Mapping[str, str] | None = None) -> str:
     """The site's panel of the deploy checks: the table of :func:`deploy_markdown` as HTML; empty without cards."""
     if not cards:
         return ""

@@ -4,6 +4,10 @@ interval, in 1/255 for Linf, and "<= floor" wherever the search was censored (im
 Why one module: the site and the markdown tables must never disagree on what a censored median reads as; a median
 at the search's floor is a bound, not a measurement of the floor. Older cards (before the descent search) only
 hold the median over every image (misclassified ones at 0); their cell says "all images".
+
+The bracket ``[certified, attacked]`` puts the two ends of the median side by side: no input within the certified
+radius fools the median image (a verifier proved it; ``arbibench verify``), and the attacks found examples at the
+attacked one. Where no verifier ran, the lower end reads "not verified": an attack alone bounds eps* from above only.
 """
 
 from __future__ import annotations
@@ -15,14 +19,15 @@ from arbibench.leaderboard.cards import ModelCard
 NONE = "-"
 
 
-def eps_star_value(value: float | None, card: ModelCard) -> str:
+def eps_star_value(value: float | None, card: ModelCard, censor: bool = True) -> str:
     """One eps* statistic of ``card``: Linf in 1/255 (L2 as is), ``<= floor`` where censored, ``inf`` where the
-    images were not fooled up to eps_max."""
+    images were not fooled up to eps_max. ``censor=False`` for a certified radius: a lower bound below the search's
+    floor is a measurement, not a censored attack result."""
     scale, unit = (255.0, "/255") if card.threat_model == "Linf" else (1.0, "")
     if value is None or value == float("inf"):
         return "inf"
     found = card.eps_star
-    if found is not None and found.eps_floor is not None and found.is_censored(value):
+    if censor and found is not None and found.eps_floor is not None and found.is_censored(value):
         return f"\u2264 {found.eps_floor * scale:.3g}{unit}"
     return f"{value * scale:.3g}{unit}"
 
@@ -36,6 +41,21 @@ def eps_star_median_text(card: ModelCard, interval: bool = True) -> str:
     if interval and ci95 is not None:
         text += f" [{eps_star_value(ci95[0], card)}, {eps_star_value(ci95[1], card)}]"
     return text if correct_only else f"{text} (all images)"
+
+
+NOT_VERIFIED = "not verified"
+
+
+def eps_star_bracket_text(card: ModelCard) -> str:
+    """``[certified, attacked]`` of the median eps* over the correctly classified images: the verifier's certified
+    median (``not verified`` without one) and the attacks' median; a dash on a card without the descent search."""
+    value, _, correct_only = card.eps_star_median
+    found = card.eps_star
+    if not correct_only or found is None:
+        return NONE
+    certified = found.median_certified
+    lower = NOT_VERIFIED if certified is None else eps_star_value(certified, card, censor=False)
+    return f"[{lower}, {eps_star_value(value, card)}]"
 
 
 def eps_star_text(summary: dict[str, Any] | None) -> str:

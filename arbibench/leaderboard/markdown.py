@@ -10,12 +10,11 @@ as a plain mapping, never from the zoo registry (which loads torch).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from arbibench.cards import CorruptionCard
+from arbibench.cards import CheckpointCard, CorruptionCard, DeployCheckCard
 from arbibench.leaderboard.cards import ModelCard, order_families
 from arbibench.leaderboard.deploy import deploy_markdown
-from arbibench.leaderboard.eps_star import eps_star_median_text
+from arbibench.leaderboard.eps_star import eps_star_bracket_text, eps_star_median_text
 from arbibench.leaderboard.ranking import Board, protocol_size
 
 DASH = "-"
@@ -34,12 +33,14 @@ def _row(cells: list[str]) -> str:
 
 
 def summary_markdown(board: Board) -> str:
-    """One row per model in rank order: ACC, RS per family and overall, AutoAttack, median eps*, worst case, flags.
+    """One row per model in rank order: ACC, RS per family and overall, AutoAttack, median eps* with its interval and
+    its [certified, attacked] bracket, worst case, flags.
 
     A model the gradient-masking checks flagged gets a warning sign beside its rank, as on the site."""
     families = board.families
     header = ["rank", "model", "method", "protocol", "ACC", *[f"RS {f}" for f in families], "RS all", "RS_mean all",
-              "AutoAttack", "median eps*, correct images [95% CI]", "worst case", "flags"]
+              "AutoAttack", "median eps*, correct images [95% CI]", "median eps* [certified, attacked]", "worst case",
+              "flags"]
     lines = [_row(header), _row(["---", "---", "---", "---", *["---:"] * (len(header) - 5), "---"])]
     mixed = len(board.sizes) > 1
     for ranked in board.rows:
@@ -59,6 +60,7 @@ def summary_markdown(board: Board) -> str:
             _ratio(card.rs_mean.get("all")),
             _pct(aa),
             eps_star_median_text(card),
+            eps_star_bracket_text(card),
             _pct(card.worst_case_acc),
             ", ".join(card.flags) or DASH,
         ]))
@@ -172,7 +174,7 @@ def _checkpoints(cards: Sequence[ModelCard | CorruptionCard], pins: Mapping[str,
     return ", ".join(parts)
 
 
-def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Mapping[str, object]],
+def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, CheckpointCard],
                         pins: Mapping[str, str], date: str,
                         corruption_cards: list[CorruptionCard] | None = None) -> str:
     """One dated paragraph: which cards, which protocol size, which checkpoints (sha256), trained on what."""
@@ -190,17 +192,17 @@ def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Mapp
         f"Checkpoints measured (sha256, first 12 hex digits; the cards hold all 64): {_checkpoints(cards, pins)}; "
         f"{current}. The result cards record {minutes:.0f} min of attack time in all, computed on: "
         f"{_machines([c.machine for c in cards], 'card') or '-'}; the checkpoint cards record where each model was "
-        f"trained: {_machines([c.get('trained_on') for c in checkpoint_cards.values()], 'model') or '-'}."
+        f"trained: {_machines([c.trained_on for c in checkpoint_cards.values()], 'model') or '-'}."
         + ("" if not corruption_cards else
            f" Common corruptions: {_count(len(corruption_cards), 'card')} in `model_info/`, checkpoints "
            f"{_checkpoints(corruption_cards, pins)}.")
     )
 
 
-def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: Mapping[str, Mapping[str, object]],
+def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: Mapping[str, CheckpointCard],
                          pins: Mapping[str, str], date: str,
                          corruption_cards: list[CorruptionCard] | None = None,
-                         deploy_cards: list[dict[str, Any]] | None = None) -> str:
+                         deploy_cards: list[DeployCheckCard] | None = None) -> str:
     """The whole ``LEADERBOARD.md``: every leaderboard, the corruptions table, the zoo table and the provenance
     paragraph, all from cards."""
     corruptions = [] if not corruption_cards else [

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from arbibench.cards import shipped_sha256, stale_checkpoint
 from arbibench.leaderboard.cards import ModelCard
-from arbibench.leaderboard.eps_star import eps_star_median_text
+from arbibench.leaderboard.eps_star import eps_star_bracket_text, eps_star_median_text
 from arbibench.leaderboard.examples import ExampleSet
 from arbibench.leaderboard.figures import FigureFile
 from arbibench.leaderboard.ranking import Board, Ranked, protocol_size, slug
@@ -409,6 +409,8 @@ def model_html(
     if card.eps_star_median[1] is not None:
         correct_only = card.eps_star_median[2]
         kpis.append(("median \u03b5*" + (", correct images" if correct_only else ""), eps_star_median_text(card)))
+        if correct_only:
+            kpis.append(("median \u03b5* [certified, attacked]", eps_star_bracket_text(card)))
     kpi_html = "".join(f"<div class='kpi'><div class='k'>{k}</div><div class='v'>{v}</div></div>" for k, v in kpis)
     notes = ""
     stale = stale_note(card)

@@ -18,9 +18,8 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from arbibench.cards import CLASS_NAMES, CorruptionCard, shipped_sha256
+from arbibench.cards import CLASS_NAMES, CorruptionCard, DeployCheckCard, shipped_sha256
 from arbibench.faults import fault_point
 from arbibench.files import pid_alive
 from arbibench.leaderboard.cards import LeaderboardError, load_cards
@@ -66,7 +65,7 @@ def _check_replaceable(out: Path) -> None:
 def _write_site(
     root: Path, boards: list[Board], formats: tuple[str, ...], n_cards: int,
     corruption_cards: list[CorruptionCard] | None = None,
-    deploy_cards: list[dict[str, Any]] | None = None,
+    deploy_cards: list[DeployCheckCard] | None = None,
 ) -> BuildReport:
     figures: list[FigureFile] = write_figures(boards, root / "figures", formats)
     corruption_cards = corruption_cards or []

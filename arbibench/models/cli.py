@@ -51,7 +51,8 @@ def zoo_list(
         if row["source"] != "arbibench":
             present = "yes (imported)" if row["present"] else "[red]missing[/]"
         ours = row["source"] == "arbibench" and row["dataset"] == "cifar10"
-        goal, paper = (goal_status(row), paper_status(row)) if ours else ("-", "-")
+        status = {"name": row["name"], "clean_acc": row["clean_acc"], "adversarial": row["training"] == "adversarial"}
+        goal, paper = (goal_status(**status), paper_status(**status)) if ours else ("-", "-")
         table.add_row(
             row["name"], row["dataset"], row["method"], row["source"], row["arch"], f"{row['params']:,}", acc, paper,
             goal, present, cards.get(row["name"], "-"),

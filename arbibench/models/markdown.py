@@ -5,19 +5,18 @@ Each row says how the checkpoint was trained (the card's recipe in a few words) 
 accuracy goal for its method: the ARBiBench papers' BNNs reach 84-88% on CIFAR-10 after 200-400 epochs, so a zoo
 BNN far below that compares training budgets rather than binarization methods.
 
-It reads the cards as JSON and the shipped names from ``checkpoints/SHA256SUMS`` (:mod:`arbibench.models.pins`),
-never the zoo registry, so that rendering the table (and ``LEADERBOARD.md``) loads no torch.
+It reads the checkpoint cards (:class:`arbibench.cards.CheckpointCard`) and the shipped names from
+``checkpoints/SHA256SUMS`` (:func:`arbibench.cards.shipped_sha256`), never the zoo registry, so that rendering the
+table (and ``LEADERBOARD.md``) loads no torch.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from pathlib import Path
-from typing import Any
 
-from arbibench.models.pins import PIN_FILE, read_pins
+from arbibench.cards import PIN_FILE, CheckpointCard, shipped_sha256
 from arbibench.models.published import published_figure
 
 
@@ -27,9 +26,9 @@ def _start(init_from: str | None) -> str:
     return f"from `{Path(init_from).parent.name if init_from.endswith('.safetensors') else init_from}`"
 
 
-def recipe_summary(card: dict[str, Any]) -> str:
+def recipe_summary(card: CheckpointCard) -> str:
     """The card's recipe in one line: kind, epochs and steps, start, optimiser, schedule, BatchNorm re-estimation."""
-    r = card.get("recipe")
+    r = card.recipe
     if not r:
         return "-"
     epochs, step1 = r["epochs"], r.get("step1_epochs", 0)
@@ -49,57 +48,63 @@ def recipe_summary(card: dict[str, Any]) -> str:
     else:
         text = f"{epochs} epochs {_start(r.get('init_from'))}"
     text += f", {opt}, {r['schedule']}{' per step' if step1 else ''}"
-    val = card.get("validation")
+    val = card.validation
     if val:  # held-out selection: how many epochs ran, which one ships
         text += (f"; {val['epochs_run']} of {epochs} epochs run{' (stopped early)' if val.get('stopped_early') else ''}"
                  f", epoch {val['best_epoch']} picked on {val['examples']:,} held-out training images")
     if r.get("bn_recalibration_batches"):
         images = "augmented" if r.get("bn_recalibration_augment") else "un-augmented"
         text += f", BN re-estimated on {r['bn_recalibration_batches']} {images} batches"
-        before = card.get("clean_acc_before_bn_recalibration")
+        before = card.clean_acc_before_bn_recalibration
         if before is not None:
             text += f" ({100 * before:.2f}% before)"
     return text
 
 
-def goal_status(card: dict[str, Any]) -> str:
-    """">= 85%: met" or ">= 85%: 1.38 points short" for a standard-trained CIFAR-10 zoo card (the goals of
-    :mod:`arbibench.models.published`); "-" where no goal."""
-    figure = published_figure(card.get("name", ""))
-    if figure is None or card.get("training") == "adversarial" or card.get("clean_acc") is None:
+def goal_status(name: str, clean_acc: float | None, *, adversarial: bool) -> str:
+    """">= 85%: met" or ">= 85%: 1.38 points short" for a standard-trained CIFAR-10 zoo model of clean accuracy
+    ``clean_acc`` (a ratio; the goals of :mod:`arbibench.models.published`); "-" where no goal."""
+    figure = published_figure(name)
+    if figure is None or adversarial or clean_acc is None:
         return "-"
-    gap = 100 * (figure.goal - card["clean_acc"])
+    gap = 100 * (figure.goal - clean_acc)
     return f">= {100 * figure.goal:g}%: met" if gap <= 0 else f">= {100 * figure.goal:g}%: {gap:.2f} points short"
 
 
-def paper_status(card: dict[str, Any]) -> str:
+def paper_status(name: str, clean_acc: float | None, *, adversarial: bool) -> str:
     """The paper's own CIFAR-10 figure for the model and the gap ("86.50% (official code), -8.15 points"), "no
     CIFAR-10 figure" where the paper has none, "-" for a model without a paper figure on record."""
-    figure = published_figure(card.get("name", ""))
-    if figure is None or card.get("training") == "adversarial":
+    figure = published_figure(name)
+    if figure is None or adversarial:
         return "-"
     if figure.acc is None:
         return "no CIFAR-10 figure"
-    gap = figure.gap(card["clean_acc"]) if card.get("clean_acc") is not None else None
+    gap = figure.gap(clean_acc) if clean_acc is not None else None
     return f"{100 * figure.acc:.2f}% ({figure.kind})" + ("" if gap is None else f", {100 * gap:+.2f} points")
 
 
-def shipped_cards(model_dir: str | os.PathLike[str] | None = None) -> dict[str, dict[str, Any]]:
+def _statuses(card: CheckpointCard) -> str:
+    """The paper and goal cells of ``card``'s row."""
+    return (f"{paper_status(card.name, card.clean_acc, adversarial=card.adversarial)} | "
+            f"{goal_status(card.name, card.clean_acc, adversarial=card.adversarial)}")
+
+
+def shipped_cards(model_dir: str | os.PathLike[str] | None = None) -> dict[str, CheckpointCard]:
     """The card of every pinned (shipped) checkpoint that has one in ``model_dir`` (default: the package's), by name,
     in the pin file's order."""
     folder = Path(model_dir) if model_dir is not None else PIN_FILE.parent
     cards = {}
-    for name in read_pins(folder / PIN_FILE.name if (folder / PIN_FILE.name).is_file() else PIN_FILE):
+    for name in shipped_sha256(folder / PIN_FILE.name if (folder / PIN_FILE.name).is_file() else PIN_FILE):
         path = folder / f"{name}.json"
         if path.is_file():
-            cards[name] = json.loads(path.read_text())
+            cards[name] = CheckpointCard.read(path)
     return cards
 
 
 def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:
     """One row per shipped model of ``dataset`` that has a card in ``model_dir`` (default: the package's)."""
     cards = shipped_cards(model_dir)
-    datasets = sorted({card.get("dataset", "") for card in cards.values()})
+    datasets = sorted({card.dataset for card in cards.values()})
     if dataset not in datasets:
         raise ValueError(f"unknown dataset {dataset!r}; datasets with shipped models: {', '.join(datasets)}")
     lines = [
@@ -107,35 +112,33 @@ def zoo_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str =
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, card in cards.items():
-        if card.get("dataset") != dataset:
+        if card.dataset != dataset:
             continue
-        acc = _accuracy(card)
-        first500 = card.get("clean_acc_first500")
+        first500 = card.clean_acc_first500
         cells = [
             f"`{name}`",
-            card.get("method", "-"),
-            acc,
+            card.method,
+            _accuracy(card),
             "-" if first500 is None else f"{100 * first500:.1f}%",
             training_time(card),
             recipe_summary(card),
-            paper_status(card),
-            goal_status(card),
+            _statuses(card),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _accuracy(card: dict[str, Any]) -> str:
-    n = card.get("clean_acc_n_examples", 10_000)
-    return f"{100 * card['clean_acc']:.2f}%" + ("" if n == 10_000 else f" ({n} images)")
+def _accuracy(card: CheckpointCard) -> str:
+    n = card.clean_acc_n_examples
+    return f"{100 * card.clean_acc:.2f}%" + ("" if n == 10_000 else f" ({n} images)")
 
 
-def _last_run(card: dict[str, Any]) -> str:
+def _last_run(card: CheckpointCard) -> str:
     """The checkpoint's own training run in a few words: kind, epochs run of its budget, start, wall time."""
-    r = card.get("recipe")
+    r = card.recipe
     if not r:
         return "-"
-    val = card.get("validation")
+    val = card.validation
     kind = ("paper recipe" if r.get("sources") else "adversarial" if r.get("adversarial")
             else "kd" if r.get("teacher") else "fine-tune")
     kind += f": {val['epochs_run']} of {r['epochs']} epochs" if val else f": {r['epochs']} epochs"
@@ -143,18 +146,18 @@ def _last_run(card: dict[str, Any]) -> str:
     return f"{kind} {_start(r.get('init_from'))}" + ("" if took == "-" else f", {took}")
 
 
-def training_time(card: dict[str, Any]) -> str:
+def training_time(card: CheckpointCard) -> str:
     """How long the checkpoint's training took, in figures a queue pause cannot inflate.
 
     Runs that record each epoch without the time the queue held them stopped: their total. Earlier queue runs
     recorded wall time, pauses included (10-40% of some runs): their median epoch. Runs with no per-epoch record
     (the kd and adversarial ones, which ran outside the queue): their wall time."""
-    epochs = [e for e in card.get("epoch_seconds", []) if isinstance(e, dict) and "seconds" in e]
+    epochs = [e for e in card.epoch_seconds or () if "seconds" in e]
     if epochs and all("stopped_seconds" in e for e in epochs):
         return f"{sum(e['seconds'] for e in epochs) / 60:.0f} min"
     if epochs:
         return f"{statistics.median(e['seconds'] for e in epochs):.0f} s an epoch (median)"
-    return f"{card['train_time_s'] / 60:.0f} min" if "train_time_s" in card else "-"
+    return f"{card.train_time_s / 60:.0f} min" if card.train_time_s is not None else "-"
 
 
 def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:
@@ -163,9 +166,8 @@ def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset
     lines = ["| model | clean accuracy, 10,000 test images | paper | goal | its last training run | trained on |",
              "| --- | ---: | --- | --- | --- | --- |"]
     for name, card in shipped_cards(model_dir).items():
-        if card.get("dataset") != dataset:
+        if card.dataset != dataset:
             continue
-        lines.append(f"| `{name}` | {_accuracy(card)} | {paper_status(card)} | {goal_status(card)} | "
-                     f"{_last_run(card)} | "
-                     f"{card.get('trained_on', 'not recorded').replace(', 1 threads', ', 1 thread')} |")
+        trained_on = (card.trained_on or "not recorded").replace(", 1 threads", ", 1 thread")
+        lines.append(f"| `{name}` | {_accuracy(card)} | {_statuses(card)} | {_last_run(card)} | {trained_on} |")
     return "\n".join(lines) + "\n"

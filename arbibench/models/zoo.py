@@ -27,13 +27,13 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from arbibench.cards import SHIPPED_CHECKPOINTS, CheckpointCard, shipped_sha256
 from arbibench.files import sha256_file as sha256_file  # re-exported: callers import it from the zoo
 from arbibench.models.architectures import build_model
 from arbibench.models.layout import with_layout
 from arbibench.models.methods import METHODS
-from arbibench.models.pins import read_pins
 
-CHECKPOINT_DIR = Path(__file__).parent / "checkpoints"
+CHECKPOINT_DIR = SHIPPED_CHECKPOINTS
 
 
 class ChecksumError(ValueError):
@@ -61,9 +61,9 @@ class ZooEntry:
 
 
 # Every shipped CIFAR-10 checkpoint, from checkpoints/SHA256SUMS (a retrained file is pinned there by `arbibench zoo
-# pin`; the model card written by `arbibench train --export` holds the same hash). A name is <arch>_<method>, with
-# "_at" for adversarial training at Linf 8/255 (`arbibench train --recipe at`): resnet20_bireal_at, resnet18_bnn.
-_PINS = read_pins()
+# pin`; the checkpoint card written by `arbibench train --export` holds the same hash). A name is <arch>_<method>,
+# with "_at" for adversarial training at Linf 8/255 (`arbibench train --recipe at`): resnet20_bireal_at, resnet18_bnn.
+_PINS = shipped_sha256()
 AT_NAME_SUFFIX = "_at"
 
 
@@ -152,12 +152,12 @@ def get_entry(name: str, dataset: str = "cifar10", model_dir: str | os.PathLike[
     return entry
 
 
-def load_card(name: str, model_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+def load_card(name: str, model_dir: str | os.PathLike[str] | None = None) -> CheckpointCard:
+    """The checkpoint card of ``name`` in ``model_dir`` (default: the shipped checkpoints')."""
     path = Path(model_dir or CHECKPOINT_DIR) / f"{name}.json"
     if not path.is_file():
-        raise FileNotFoundError(f"no model card {path} for {name!r}")
-    card: dict[str, Any] = json.loads(path.read_text())
-    return card
+        raise FileNotFoundError(f"no checkpoint card {path} for {name!r}")
+    return CheckpointCard.read(path)
 
 
 def _missing_checkpoint_message(entry: ZooEntry, path: Path) -> str:
@@ -286,7 +286,7 @@ def zoo_rows(model_dir: str | os.PathLike[str] | None = None, dataset: str | Non
         if dataset is not None and entry.dataset != dataset:
             continue
         card_path = folder / f"{entry.name}.json"
-        card = json.loads(card_path.read_text()) if card_path.is_file() else {}
+        card = json.loads(card_path.read_text()) if card_path.is_file() else {}  # a checkpoint or an import card
         rows.append(
             {
                 "name": entry.name,

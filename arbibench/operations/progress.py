@@ -149,14 +149,17 @@ def protocol_progress(
     data_dir: str | os.PathLike[str] | None = None,
     inference: str = "simulation",
     model_info: str | os.PathLike[str] | None = None,
+    model_dir: str | os.PathLike[str] | None = None,
+    sweep: bool = True,
 ) -> ProtocolProgress:
     """Plan ``model_name`` under ``protocol`` as ``protocol run`` does and read each evaluation's batches from
     ``store`` (nothing is computed; the store gains only the schema if it is new). For a full run, the model's quick
-    card in ``model_info`` (where there is one) also prices the attacks the run has not reached."""
-    model = load_model(model_name, dataset=protocol.dataset)
+    card in ``model_info`` (where there is one) also prices the attacks the run has not reached. ``sweep=False``
+    counts a run without its eps sweep (``--no-sweep``)."""
+    model = load_model(model_name, model_dir, dataset=protocol.dataset)
     card_costs = _card_costs(protocol, model_name, model_info)
     plan = plan_model(model, model_name, protocol, store, protocol_subsets(protocol, data_dir), data_dir=data_dir,
-                      inference=inference)
+                      inference=inference, sweep=sweep)
     out = ProtocolProgress(model_name, protocol.label)
     seen: set[str] = set()  # the sweep's clean passes are one evaluation: the same images, whatever the eps
     for family, ev in [*plan.families.items(), *((f"sweep eps={p.ctx.threat.eps:.4g}", p) for p in plan.sweep)]:
@@ -176,6 +179,22 @@ def protocol_progress(
                 gpu_samples=gpu[2],
             ))
     return out
+
+
+def progress_json(p: ProtocolProgress) -> dict[str, object]:
+    """One model's progress as plain JSON values (``protocol progress --json``): the totals and every evaluation,
+    so a script that watches a run reads the counts without parsing a table."""
+    hours, unknown = p.hours_left()
+    return {
+        "model": p.model_name, "protocol": p.protocol, "batches": p.batches, "done": p.done, "gpu_done": p.gpu_done,
+        "hours_so_far": round(p.hours_so_far, 4), "hours_left": round(hours, 4), "not_started": unknown,
+        "evaluations": [
+            {"label": e.label, "attack": e.attack, "batches": e.batches, "done": e.done, "gpu_done": e.gpu_done,
+             "samples": e.samples, "seconds": round(e.cpu_seconds, 3),
+             "hours_left": None if left is None else round(left / 3600, 4)}
+            for e, left in zip(p.evaluations, p.seconds_left(), strict=True)
+        ],
+    }
 
 
 def _card_costs(protocol: Protocol, model_name: str, model_info: str | os.PathLike[str] | None

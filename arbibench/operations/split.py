@@ -4,7 +4,7 @@ A protocol's attacks differ by orders of magnitude in what suits a machine. Auto
 gradient work that a GPU runs many at once; a sequential query attack such as RayS is a chain of small forwards that
 a GPU shared by many workers runs no faster than a CPU does. :func:`compute_attacks` computes the batches of the named
 attacks (and the clean passes they start from) into the store and writes no card: the store's rows join the rest of
-the run elsewhere (``arbibench queue add-rows``), and ``protocol run`` without the filter scores the whole protocol
+the run elsewhere (merged into that run's store), and ``protocol run`` without the filter scores the whole protocol
 and writes the card once every batch is stored. The eps* search is left to that run (its rounds depend on each
 other and on every attack named there).
 """

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,17 @@ from torch import nn
 
 from arbibench.attacks import BLACK_BOX, WHITE_BOX, get_attack, get_threat_model
 from arbibench.attacks.threat import ThreatModel
+from arbibench.cards import (
+    ONES_PADDING,
+    PROTOCOL_IMAGES,
+    TEST_SET_IMAGES,
+    ZERO_PADDING,
+    CleanAgreement,
+    DeployCheckCard,
+    DirectAttack,
+    Interval,
+    TransferToDeployment,
+)
 from arbibench.data.datasets import load_dataset
 from arbibench.deploy import deploy
 from arbibench.evaluation.bootstrap import bootstrap_image_means, percentile_interval
@@ -43,82 +53,8 @@ from arbibench.protocol.run import protocol_subsets
 DIRECT_ATTACKS = ("square", "hsja", "rays")
 
 
-@dataclass(frozen=True)
-class CleanAgreement:
-    """Predictions of the simulation and of one deployed variant on the same clean images."""
-
-    variant: str  # "deployed (zero padding)" or "deployed, pad=+1 (hardware without zero padding)"
-    n_images: int
-    agree: int
-    interval: tuple[float, float]
-    acc_simulation: float
-    acc_deployed: float
-    max_logit_difference: float
-
-    @property
-    def agreement(self) -> float:
-        return self.agree / self.n_images
-
-
-@dataclass(frozen=True)
-class TransferToDeployment:
-    """Of the adversarial examples that fool the simulation, how many also fool the deployed network."""
-
-    attack: str
-    family: str
-    attacked: int  # images both networks classify correctly, handed to the attack
-    fooled_simulation: int
-    also_fool_deployed: int
-    interval: tuple[float, float] | None  # Wilson 95% of the share; None when nothing fooled the simulation
-
-    @property
-    def share(self) -> float | None:
-        return None if self.fooled_simulation == 0 else self.also_fool_deployed / self.fooled_simulation
-
-
-@dataclass(frozen=True)
-class DirectAttack:
-    """One query attack run against each network on the same images: ACC* of each and the paired difference."""
-
-    attack: str
-    attacked: int
-    acc_star_simulation: float
-    acc_star_deployed: float
-    difference: tuple[float, float, float]  # deployed - simulation, with its 95% interval
-
-
-@dataclass
-class DeployCheck:
-    """The deploy check of one model under one preset; ``to_card`` is the deploy card's JSON."""
-
-    model_name: str
-    protocol: str
-    checkpoint_sha256: str
-    backend: str
-    images: dict[str, str]
-    clean: list[CleanAgreement] = field(default_factory=list)
-    transfer: list[TransferToDeployment] = field(default_factory=list)
-    direct: list[DirectAttack] = field(default_factory=list)
-
-    def to_card(self) -> dict[str, Any]:
-        def rows(items: Sequence[Any]) -> list[dict[str, Any]]:
-            return [{**asdict(r), **({"share": r.share} if isinstance(r, TransferToDeployment) else {}),
-                     **({"agreement": r.agreement} if isinstance(r, CleanAgreement) else {})} for r in items]
-
-        return {
-            "name": self.model_name,
-            "kind": "deploy_check",
-            "protocol": self.protocol,
-            "checkpoint_sha256": self.checkpoint_sha256,
-            "deployed_backend": self.backend,
-            "semantics": "simulation: the float model arbibench trains and attacks; deployed: integer XNOR-popcount "
-            "convolutions, exact zero padding, scale and BatchNorm folded into a per-channel epilogue "
-            "(arbibench.deploy.semantics)",
-            "images": self.images,
-            "clean_agreement": rows(self.clean),
-            "transfer_to_deployed": rows(self.transfer),
-            "direct_attacks": rows(self.direct),
-        }
+SEMANTICS = ("simulation: the float model arbibench trains and attacks; deployed: integer XNOR-popcount convolutions, "
+             "exact zero padding, scale and BatchNorm folded into a per-channel epilogue (arbibench.deploy.semantics)")
 
 
 @torch.no_grad()
@@ -127,15 +63,18 @@ def _logits(model: nn.Module, x: torch.Tensor, batch_size: int) -> torch.Tensor:
 
 
 def clean_agreement(
-    simulation: nn.Module, deployed: nn.Module, x: torch.Tensor, y: torch.Tensor, variant: str, batch_size: int = 500
+    simulation: nn.Module, deployed: nn.Module, x: torch.Tensor, y: torch.Tensor, variant: str, batch_size: int = 500,
+    *, padding: str = ZERO_PADDING, images: str = PROTOCOL_IMAGES,
 ) -> CleanAgreement:
-    """(a): how often the deployed network predicts what the simulation predicts on clean images."""
+    """(a): how often the deployed network (padded with ``padding``) predicts what the simulation predicts on the
+    clean ``images`` (a key of the card's ``images``)."""
     ls, ld = _logits(simulation, x, batch_size), _logits(deployed, x, batch_size)
     ps, pd = ls.argmax(1), ld.argmax(1)
     agree = int((ps == pd).sum())
     return CleanAgreement(
-        variant, len(y), agree, wilson_interval(agree, len(y)), float((ps == y).float().mean()),
-        float((pd == y).float().mean()), float((ls - ld).abs().max()),
+        variant=variant, n_images=len(y), agree=agree, interval=wilson_interval(agree, len(y)),
+        acc_simulation=float((ps == y).float().mean()), acc_deployed=float((pd == y).float().mean()),
+        max_logit_difference=float((ls - ld).abs().max()), padding=padding, images=images,
     )
 
 
@@ -160,8 +99,9 @@ def transfer_to_deployed(
     fooled = _logits(simulation, x_adv, batch_size).argmax(1) != y
     also = fooled & (_logits(deployed, x_adv, batch_size).argmax(1) != y)
     n_fooled, n_also = int(fooled.sum()), int(also.sum())
-    return TransferToDeployment(attack, family, len(y), n_fooled, n_also,
-                                wilson_interval(n_also, n_fooled) if n_fooled else None)
+    return TransferToDeployment(attack=attack, family=family, attacked=len(y), fooled_simulation=n_fooled,
+                                also_fool_deployed=n_also,
+                                interval=wilson_interval(n_also, n_fooled) if n_fooled else None)
 
 
 def direct_attack(
@@ -176,8 +116,9 @@ def direct_attack(
     diff = robust["deployed"] - robust["simulation"]
     samples = bootstrap_image_means(diff[None, :], lambda means: means[:, 0], seed=seed)
     est = percentile_interval(samples, float(diff.mean()))
-    return DirectAttack(attack, len(y), float(robust["simulation"].mean()), float(robust["deployed"].mean()),
-                        (est.value, est.low, est.high))
+    return DirectAttack(attack=attack, attacked=len(y), acc_star_simulation=float(robust["simulation"].mean()),
+                        acc_star_deployed=float(robust["deployed"].mean()),
+                        difference=Interval(value=est.value, low=est.low, high=est.high))
 
 
 def check_attacks(protocol: Protocol, attacks: Sequence[str] | None) -> list[AttackSpec]:
@@ -203,9 +144,10 @@ def run_deploy_check(
     clean_images: int | None = None,
     backend: str = "auto",
     log: Callable[[str], object] = print,
-) -> DeployCheck:
+) -> DeployCheckCard:
     """Measure (a), (b) and (c) for a zoo BNN on ``protocol``'s images (white-box images for (a), black-box images
-    for (b) and (c)); ``clean_images`` also measures (a) on the first N test images (10,000: the whole test set)."""
+    for (b) and (c)); ``clean_images`` also measures (a) on the first N test images (10,000: the whole test set).
+    Returns the deploy card."""
     chosen = check_attacks(protocol, attacks)  # before any model is loaded or deployed
     simulation = load_model(model_name, dataset=protocol.dataset)
     deployed_net = deploy(simulation, backend=backend)
@@ -214,27 +156,31 @@ def run_deploy_check(
     subsets = protocol_subsets(protocol, data_dir)
     xw, yw, _ = subsets[WHITE_BOX]
     xb, yb, _ = subsets[BLACK_BOX]
-    check = DeployCheck(
-        model_name, protocol.label, checkpoint_sha256(model_name, protocol.dataset), deployed_net.backend,
-        images={"clean": protocol.subset_text(WHITE_BOX), "attacks": protocol.subset_text(BLACK_BOX)},
-    )
+    images = {PROTOCOL_IMAGES: protocol.subset_text(WHITE_BOX), "attacks": protocol.subset_text(BLACK_BOX)}
     log(f"{model_name}: clean agreement on {len(yw)} images")
-    check.clean.append(clean_agreement(simulation, deployed_net, xw, yw, "deployed (zero padding)"))
-    check.clean.append(clean_agreement(simulation, padded, xw, yw, "deployed, pad=+1 (hardware without zero padding)"))
+    clean = [clean_agreement(simulation, deployed_net, xw, yw, "deployed (zero padding)"),
+             clean_agreement(simulation, padded, xw, yw, "deployed, pad=+1 (hardware without zero padding)",
+                             padding=ONES_PADDING)]
     if clean_images:
         xt, yt, _ = load_dataset(protocol.dataset, clean_images, data_dir, None)
-        check.images["clean_full"] = f"the first {len(yt)} test images"
-        variant = f"deployed (zero padding), {len(yt)} images"
-        check.clean.append(clean_agreement(simulation, deployed_net, xt, yt, variant))
+        images[TEST_SET_IMAGES] = f"the first {len(yt)} test images"
+        clean.append(clean_agreement(simulation, deployed_net, xt, yt, f"deployed (zero padding), {len(yt)} images",
+                                     images=TEST_SET_IMAGES))
     both = (_logits(simulation, xb, 500).argmax(1) == yb) & (_logits(deployed_net, xb, 500).argmax(1) == yb)
     xa, ya = xb[both], yb[both]
+    transfer = []
     for spec in chosen:
         log(f"{model_name}: {spec.name} against the simulation, {len(ya)} images")
-        check.transfer.append(transfer_to_deployed(simulation, deployed_net, model_name, spec.name, spec.family,
-                                                   spec.kwargs, xa, ya, threat, protocol.seed, protocol.batch_size))
+        transfer.append(transfer_to_deployed(simulation, deployed_net, model_name, spec.name, spec.family,
+                                             spec.kwargs, xa, ya, threat, protocol.seed, protocol.batch_size))
+    direct = []
     for spec in protocol.black_box:
         if spec.name in DIRECT_ATTACKS and (attacks is None or spec.name in attacks):
             log(f"{model_name}: {spec.name} against the deployed network, {len(ya)} images")
-            check.direct.append(direct_attack(simulation, deployed_net, model_name, spec.name, spec.kwargs, xa, ya,
-                                              threat, protocol.seed, protocol.batch_size))
-    return check
+            direct.append(direct_attack(simulation, deployed_net, model_name, spec.name, spec.kwargs, xa, ya,
+                                        threat, protocol.seed, protocol.batch_size))
+    return DeployCheckCard(
+        name=model_name, protocol=protocol.label, checkpoint_sha256=checkpoint_sha256(model_name, protocol.dataset),
+        deployed_backend=deployed_net.backend, semantics=SEMANTICS, images=images, clean_agreement=tuple(clean),
+        transfer_to_deployed=tuple(transfer), direct_attacks=tuple(direct),
+    )

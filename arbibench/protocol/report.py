@@ -1,10 +1,10 @@
 """The findings report, computed: one JSON document per ``protocol report`` holding every number its page and README
 paragraph show, so that the leaderboard renders them (:mod:`arbibench.leaderboard.findings`) without the protocol.
 
-The document is what ``protocol report --json`` writes: ``protocol``, ``findings`` and ``per_column`` as ever (an
-earlier report's ``--compare`` reads those), then what the page reads: the date, the preset's setup, one row per
-model, the paper's claims checked on the verdicts, the twins that are standard-trained (the pairs the claims speak
-of), the models left out with why, and the page it was written to.
+The document is what ``protocol report --json`` writes: the fields of :class:`arbibench.cards.FindingsDocument`
+(``protocol``, ``findings``, ``per_column``: what an earlier report's ``--compare`` reads), then what the page
+reads: the date, the preset's setup, one row per model, the paper's claims checked on the verdicts, the twins that
+are standard-trained (the pairs the claims speak of), the models left out with why, and the page it was written to.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from arbibench.cards import FindingsDocument
 from arbibench.evaluation.findings import TwinComparison
 from arbibench.protocol.claims import (
     CLAIM_DATASETS,
@@ -77,10 +78,10 @@ def findings_document(
     """The report of ``results``: each BNN against its twin (``findings``, and ``per_column`` each attack and eps on
     its own) with all the page needs; ``page`` is where its markdown goes, for README's link."""
     twins = {f.twin for f in (*findings, *per_column)}
+    document = FindingsDocument(protocol=protocol.label, findings=tuple(f.to_row() for f in findings),
+                                per_column=tuple(f.to_row() for f in per_column))
     return {
-        "protocol": protocol.label,
-        "findings": [f.to_dict() for f in findings],
-        "per_column": [f.to_dict() for f in per_column],
+        **document.to_dict(),
         "date": (today or date.today()).isoformat(),
         "setup": _setup(protocol),
         "models": [_model_row(r) for r in sorted(results, key=lambda r: r.model_name)],

@@ -184,6 +184,7 @@ def _eps_star(plan: ModelPlan, console: Console | None, progress: bool,
             eps_floor=protocol.eps_star_floor, probe_draws=protocol.eps_star_draws, store=ctx.store,
             dataset=protocol.dataset, model_name=plan.model_name, seed=protocol.seed, batch_size=protocol.batch_size,
             device=ctx.device, progress=progress, console=console, backend=backend, inference=plan.inference,
+            grid=protocol.grid,
         )
     except MissingResultsError:
         if not isinstance(backend, StoredOnlyBackend):

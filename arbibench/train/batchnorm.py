@@ -72,9 +72,9 @@ def recalibrate_checkpoint(
     if batches < 1:
         raise ValueError(f"batches must be at least 1, got {batches}")
     card = load_card(name, CHECKPOINT_DIR)
-    if "recipe" not in card:
+    if not card.recipe:
         raise ValueError(f"the card of {name!r} records no training recipe: it was not trained by arbibench train")
-    recipe = Recipe(**{**asdict(Recipe()), **card["recipe"]})
+    recipe = Recipe(**{**asdict(Recipe()), **card.recipe})
     if recipe.adversarial:
         raise ValueError(f"{name!r} was adversarially trained: its BatchNorm statistics are those of adversarial "
                          "batches, and clean ones would change its robustness; recalibrate standard models only")
@@ -94,14 +94,15 @@ def recalibrate_checkpoint(
     atomic_save_tensors(model.state_dict(), out / "model.safetensors")
     summary = {
         "recipe": asdict(recipe),
-        "history": card.get("history", []),
-        "train_time_s": round(card.get("train_time_s", 0.0) + time.time() - t0, 1),
+        "history": [dict(h) for h in card.history],
+        "train_time_s": round((card.train_time_s or 0.0) + time.time() - t0, 1),
         "recalibrated_from_sha256": sha256_file(weights),
         "clean_acc_before_bn_recalibration": before,
         **final_accuracy(model, x_test, y_test),
     }
-    for key in ("init_sha256", "robust_check"):
-        if key in card:
-            summary[key] = card[key]
+    if card.init_sha256 is not None:
+        summary["init_sha256"] = card.init_sha256
+    if card.robust_check is not None:
+        summary["robust_check"] = dict(card.robust_check)
     atomic_write_json(summary, out / "summary.json")
     return summary

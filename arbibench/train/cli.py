@@ -253,10 +253,9 @@ def _shipped_accuracy(name: str, zoo_dir: Path | None) -> float | None:
     from arbibench.models.zoo import load_card  # start-up: the zoo loads torch
 
     try:
-        acc = load_card(name, zoo_dir).get("clean_acc")
+        return load_card(name, zoo_dir).clean_acc
     except FileNotFoundError:
         return None
-    return float(acc) if acc is not None else None
 
 
 def recalibrate(

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from arbibench.cards import CheckpointCard, PreviousVersion, TrainingThreat
 from arbibench.files import atomic_write, atomic_write_json, sha256_file
 from arbibench.machine import describe
 from arbibench.models.architectures import build_model
@@ -26,17 +27,29 @@ from arbibench.models.zoo import CHECKPOINT_DIR
 from arbibench.nn.layers import count_binary_layers
 
 
-def _previous_versions(card_path: Path, new_sha256: str) -> list[dict[str, Any]]:
+def _previous_versions(card_path: Path, new_sha256: str) -> tuple[PreviousVersion, ...]:
     """The versions a re-export replaces (oldest first): sha256, clean accuracy and recipe of each earlier card."""
     if not card_path.is_file():
-        return []
-    old = json.loads(card_path.read_text())
-    versions = list(old.get("previous_versions", []))
-    if old.get("sha256") != new_sha256:
-        versions.append(
-            {k: old.get(k) for k in ("sha256", "clean_acc", "clean_acc_n_examples", "recipe", "train_time_s")}
-        )
-    return versions
+        return ()
+    old = CheckpointCard.read(card_path)
+    return old.previous_versions + ((old.replaced(),) if old.sha256 != new_sha256 else ())
+
+
+def _training_record(summary: dict[str, Any]) -> dict[str, Any]:
+    """The card fields a run's summary gives where it has them: per-epoch seconds, the weights it started from, the
+    BatchNorm re-estimation, adversarial training, the robust check and the held-out selection."""
+    recipe = summary["recipe"]
+    fields: dict[str, Any] = {key: summary.get(key) for key in (
+        "init_sha256", "clean_acc_before_bn_recalibration", "recalibrated_from_sha256", "robust_check", "validation")}
+    fields["epoch_seconds"] = None if "epoch_seconds" not in summary else tuple(summary["epoch_seconds"])
+    if recipe.get("adversarial"):
+        fields["training"] = "adversarial"
+        fields["threat_model"] = TrainingThreat(norm="Linf", eps=recipe["adv_eps"])
+    figure = published_figure(summary["name"])
+    if figure is not None and not recipe.get("adversarial"):  # the paper's own figure, its source, the gap
+        gap = figure.gap(summary["clean_acc"])
+        fields["published"] = {**figure.as_card(), "gap": None if gap is None else round(gap, 4)}
+    return fields
 
 
 def export_checkpoint(
@@ -55,46 +68,17 @@ def export_checkpoint(
         atomic_write(lambda f: shutil.copyfileobj(source, f), weights)
     model = build_model(recipe["arch"], recipe["method"])
     method = get_method(recipe["method"])
-    card = {
-        "name": name,
-        "dataset": "cifar10",
-        "architecture": recipe["arch"],
-        "method": recipe["method"],
-        "paper": method.paper,
-        "bits_weights": method.bits_weights,
-        "bits_activations": method.bits_activations,
-        "binary_layers": count_binary_layers(model),
-        "params": sum(p.numel() for p in model.parameters()),
-        "checkpoint": weights.name,
-        "sha256": sha256_file(weights),
-        "clean_acc": summary["clean_acc"],
-        "clean_acc_n_examples": 10_000,
-        "clean_acc_first500": summary["clean_acc_first500"],
-        "recipe": recipe,
-        "train_time_s": summary["train_time_s"],
-        "trained_on": f"{describe(summary['torch_threads'])}, torch {torch.__version__}",
-        "history": summary["history"],
-    }
-    if "epoch_seconds" in summary:  # wall time of each epoch: what a session's budget buys on this machine
-        card["epoch_seconds"] = summary["epoch_seconds"]
-    if "init_sha256" in summary:
-        card["init_sha256"] = summary["init_sha256"]  # the weights recipe.init_from named when the run started
-    if "clean_acc_before_bn_recalibration" in summary:
-        card["clean_acc_before_bn_recalibration"] = summary["clean_acc_before_bn_recalibration"]
-    if "recalibrated_from_sha256" in summary:  # ``arbibench recalibrate``: these weights with new statistics
-        card["recalibrated_from_sha256"] = summary["recalibrated_from_sha256"]
-    if recipe.get("adversarial"):
-        card["training"] = "adversarial"
-        card["threat_model"] = {"norm": "Linf", "eps": recipe["adv_eps"]}
-    if "robust_check" in summary:
-        card["robust_check"] = summary["robust_check"]
-    if "validation" in summary:  # held-out selection: split, rule, best epoch, whether the start had seen it
-        card["validation"] = summary["validation"]
-    figure = published_figure(name)
-    if figure is not None and not recipe.get("adversarial"):  # the paper's own figure, its source, the gap
-        gap = figure.gap(summary["clean_acc"])
-        card["published"] = {**figure.as_card(), "gap": None if gap is None else round(gap, 4)}
     card_path = zoo / f"{name}.json"
-    card["previous_versions"] = _previous_versions(card_path, card["sha256"])
-    atomic_write_json(card, card_path)
+    sha256 = sha256_file(weights)
+    card = CheckpointCard(
+        name=name, dataset="cifar10", architecture=recipe["arch"], method=recipe["method"], paper=method.paper,
+        bits_weights=method.bits_weights, bits_activations=method.bits_activations,
+        binary_layers=count_binary_layers(model), params=sum(p.numel() for p in model.parameters()),
+        checkpoint=weights.name, sha256=sha256, clean_acc=summary["clean_acc"], clean_acc_n_examples=10_000,
+        clean_acc_first500=summary["clean_acc_first500"], recipe=recipe, train_time_s=summary["train_time_s"],
+        trained_on=f"{describe(summary['torch_threads'])}, torch {torch.__version__}",
+        history=tuple(summary["history"]), **_training_record({**summary, "name": name}),
+        previous_versions=_previous_versions(card_path, sha256),
+    )
+    atomic_write_json(card.to_dict(), card_path)
     return card_path

@@ -34,7 +34,7 @@ def validation_optimistic(init_from: str | None) -> bool:
         card = load_card(init_from, CHECKPOINT_DIR)
     except (FileNotFoundError, ValueError):
         return True  # a file of unknown history
-    return not card.get("recipe", {}).get("val_examples") or bool((card.get("validation") or {}).get("optimistic"))
+    return not card.recipe.get("val_examples") or bool((card.validation or {}).get("optimistic"))
 
 
 def best_val_epoch(history: list[dict[str, Any]]) -> int:
@@ -55,7 +55,5 @@ def shipped_heldout(name: str, n_val: int, data_dir: str | Path | None, zoo_dir:
         return {}
     x, y = read_cifar10_arrays("train", data_dir)
     _, _, x_val, y_val = split_validation(x, y, n_val)
-    trained_on = not (card.get("recipe") or {}).get("val_examples") or bool((card.get("validation") or {}).get(
-        "optimistic"))
-    return {"val_acc": evaluate(model, x_val, y_val), "trained_on_heldout": trained_on,
-            "sha256": card.get("sha256")}
+    trained_on = not card.recipe.get("val_examples") or bool((card.validation or {}).get("optimistic"))
+    return {"val_acc": evaluate(model, x_val, y_val), "trained_on_heldout": trained_on, "sha256": card.sha256}

@@ -42,3 +42,17 @@ def protocol_models(models: str, dataset: str, model_dir: Path | None) -> list[s
     if not names:
         fail(ValueError(f"no {dataset} checkpoints present; pass --model-dir or --models"))
     return names
+
+
+def protocol_on_grid(protocol: Protocol | CorruptionProtocol, grid: str) -> Protocol | CorruptionProtocol:
+    """``--grid``: the attack protocol on that input grid; refused for what cannot have one."""
+    from arbibench.protocol.presets import CorruptionProtocol, on_grid  # start-up: the presets load torch
+
+    if grid == "float":
+        return protocol
+    if isinstance(protocol, CorruptionProtocol):
+        fail(ValueError(f"--grid {grid} applies to the attack protocols; {protocol.label} has no attack"))
+    try:
+        return on_grid(protocol, grid)
+    except ValueError as e:
+        fail(ValueError(f"--grid {grid}: {e}"))

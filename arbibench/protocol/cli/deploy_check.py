@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from arbibench.cards import ONES_PADDING
 from arbibench.evaluation.cli import user_errors
 from arbibench.files import atomic_write_json
 from arbibench.protocol.cli import common
@@ -53,20 +54,21 @@ def protocol_deploy_check(
                   "direct: deployed - simulation ACC*")
     for model_name in names:
         try:
-            check = run_deploy_check(model_name, protocol, data_dir=data_dir, attacks=chosen,
-                                     clean_images=clean_images, backend=backend, log=console.log)
+            card = run_deploy_check(model_name, protocol, data_dir=data_dir, attacks=chosen,
+                                    clean_images=clean_images, backend=backend, log=console.log)
         except user_errors() as e:
             fail(e)
-        card = check.to_card()
         path = model_info / protocol.dataset / "deploy" / f"{model_name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(card, path)
-        shares = [t.share for t in check.transfer if t.share is not None]
+        atomic_write_json(card.to_dict(), path)
+        shares = [t.share for t in card.transfer_to_deployed if t.share is not None]
+        zero, padded = card.clean(), card.clean(ONES_PADDING)
         table.add_row(
-            model_name, f"{check.clean[0].agreement:.2%}", f"{check.clean[1].agreement:.2%}",
+            model_name, "" if zero is None else f"{zero.agreement:.2%}",
+            "" if padded is None else f"{padded.agreement:.2%}",
             "" if not shares else f"{min(shares):.2%}",
-            ", ".join(f"{d.attack} {d.difference[0]:+.3f} [{d.difference[1]:+.3f}, {d.difference[2]:+.3f}]"
-                      for d in check.direct),
+            ", ".join(f"{d.attack} {d.difference.value:+.3f} [{d.difference.low:+.3f}, {d.difference.high:+.3f}]"
+                      for d in card.direct_attacks),
         )
         console.print(f"wrote {path}")
     console.print(table)

@@ -3,12 +3,12 @@ the findings document (``--json``) computed by the protocol, its page (``--markd
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from arbibench.cards import FindingsDocument
 from arbibench.evaluation.cli import user_errors
 from arbibench.files import atomic_write, atomic_write_json
 from arbibench.leaderboard.findings import findings_markdown
@@ -155,11 +155,11 @@ def _write_page(document: dict[str, Any], path: Path, command: str, previous: di
 
 
 def _read_findings_json(path: Path) -> dict[str, Any]:
-    """The --json of an earlier ``protocol report``; anything else is refused before any work."""
+    """The --json of an earlier ``protocol report``, checked as a findings document; anything else is refused
+    before any work."""
     try:
-        payload = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        fail(ValueError(f"--compare {path}: cannot read it as JSON ({e}); pass the --json of an earlier report"))
-    if not isinstance(payload, dict) or not isinstance(payload.get("findings"), list):
-        fail(ValueError(f"--compare {path}: not the --json of `arbibench protocol report` (no findings list)"))
-    return payload
+        return FindingsDocument.read(path).to_dict()
+    except OSError as e:
+        fail(ValueError(f"--compare {path}: cannot read it ({e}); pass the --json of an earlier report"))
+    except ValueError as e:
+        fail(ValueError(f"--compare: not the --json of `arbibench protocol report`: {e}"))

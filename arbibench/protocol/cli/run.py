@@ -55,7 +55,7 @@ def protocol_run(
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
         "sweep's evaluations count as its attack's) and write no card: one run split across machines (a GPU takes "
-        "AutoAttack, a CPU the query attacks), the stores joined later (arbibench queue add-rows). A run without it "
+        "AutoAttack, a CPU the query attacks), the stores' rows joined later. A run without it "
         "scores the whole protocol from the store.",
     ),
 ) -> None:
@@ -76,7 +76,7 @@ def protocol_run(
     from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
-    protocol = _on_grid(common.protocol_preset(name, quick, demo), grid)
+    protocol = common.protocol_on_grid(common.protocol_preset(name, quick, demo), grid)
     names = common.protocol_models(models, protocol.dataset, model_dir)
     noun = "model" if len(names) == 1 else "models"
     console.print(f"protocol {protocol.label} on {len(names)} {noun}: {', '.join(names)}")
@@ -154,21 +154,7 @@ def _protocol_run_attacks(
         table.add_row(share.model_name, share.evaluation, f"{share.batches_done}/{share.batches_total}")
     console.print(table)
     console.print("no card written: a card needs every attack of the protocol; run it without --only-attacks on "
-                  "the store that holds the rest (arbibench queue add-rows joins stores)")
-
-
-def _on_grid(protocol: Protocol | CorruptionProtocol, grid: str) -> Protocol | CorruptionProtocol:
-    """``--grid``: the attack protocol on that input grid; refused for what cannot have one."""
-    from arbibench.protocol.presets import CorruptionProtocol, on_grid  # start-up: the presets load torch
-
-    if grid == "float":
-        return protocol
-    if isinstance(protocol, CorruptionProtocol):
-        fail(ValueError(f"--grid {grid} applies to the attack protocols; {protocol.label} has no attack"))
-    try:
-        return on_grid(protocol, grid)
-    except ValueError as e:
-        fail(ValueError(f"--grid {grid}: {e}"))
+                  "the store that holds the rest (the parts' rows joined into one store)")
 
 
 def _protocol_run_corruptions(

@@ -1,12 +1,13 @@
 """A long job's resume point in git, outside the branch: one commit on its own ref, replaced at every save.
 
 A training's checkpoint (weights, optimiser state: about 4 MB for ResNet-20) changes every epoch and a full-protocol
-store grows to tens of MB; committing them to the branch every epoch or every ten minutes would add gigabytes of
-history that every clone downloads and nobody reads. The queue saves them instead as the only commit of
-``refs/arbibench/queue/<job>``: the repository keeps the latest resume point (a git object, so it survives the
-session like any commit), old ones become unreachable and are pruned, and a clone of the branch does not fetch it.
-The next runner on this repository restores the run folder from there before it resumes the job. The job's results
-(the exported checkpoint, its cards, LEADERBOARD.md) still go to the branch when the job ends.
+store grows to tens of MB; committing them to the branch as they change would add gigabytes of history that every
+clone downloads and nobody reads. The queue saves them instead, with its branch copies (at most hourly, and on
+request), as the only commit of ``refs/arbibench/queue/<job>`` (the ref's name predates the queue's move out of the
+package; runners old and new read the same refs): the repository keeps the latest resume point (a git object, so it
+survives the session like any commit), old ones become unreachable and are pruned, and a clone of the branch does not
+fetch it. The next runner on this repository restores the run folder from there before it resumes the job. The
+job's results (the exported checkpoint, its cards, LEADERBOARD.md) go to the branch when the job ends.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def restore(repo: Path, ref: str, watch: str | None, files: list[str]) -> list[s
 
 def restore_from_tar(repo: Path, tar: tarfile.TarFile, watch: str | None, files: list[str]) -> list[str]:
     """:func:`restore` from an open archive whose member names are paths in the repository (a resume point, or the
-    branch's copy of a run folder in :mod:`arbibench.queue.carry`)."""
+    branch's copy of a run folder in :mod:`lab.queue.carry`)."""
     members = {m.name: m for m in tar.getmembers() if m.isfile()}
     wanted: list[str] = []
     if watch is not None:

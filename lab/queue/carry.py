@@ -1,10 +1,10 @@
 """What of a long job survives a lost checkout: small gzip'd copies on the branch, hourly and on request.
 
-A job's resume point (:mod:`arbibench.queue.resume_point`) is a ref of this repository: it carries a job from one
-session to the next on the same clone, but a fresh clone, or a checkout rebuilt from the branch after a lost session,
-starts without it, and a training or a full-protocol run would start again from nothing. So the queue also commits
-to the branch, at most every :data:`CARRY_EVERY_S` of a job, when a step ends, and when a session about to end
-asks for it (``arbibench queue carry``):
+A job's resume point (:mod:`lab.queue.resume_point`) is a ref of this repository: it carries a job from one session
+to the next on the same clone, but a fresh clone, or a checkout rebuilt from the branch after a lost session, starts
+without it, and a training or a full-protocol run would start again from nothing. So the queue also commits to the
+branch, at most every :data:`CARRY_EVERY_S` of a job (``python -m lab queue run --carry-every MINUTES``), when a job
+ends, and when a session about to end asks for it (``python -m lab queue carry``):
 
 * a training's run folder as ``zoo_runs/carry/<job>.tar.gz`` (about 4 MB for a ResNet-20 BNN: weights, Adam state,
   the best epoch's weights, the history), deleted from the branch when the job ends, since its exported checkpoint
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from arbibench.files import atomic_write_bytes
-from arbibench.queue import resume_point
+from lab.queue import resume_point
 
 CARRY_DIR = "zoo_runs/carry"
 CARRY_EVERY_S = 3600.0
@@ -85,7 +85,7 @@ def unpack_run_folder(repo: Path, watch: str, copy: str) -> list[str]:
 
 def _create_tables(conn: sqlite3.Connection, source: str, target: str) -> tuple[str, ...]:
     """Create in schema ``target`` each result-store table of schema ``source`` it lacks, from the source's own
-    definitions (the queue reads stores without importing arbibench.evaluation, and a copy keeps its schema); returns
+    definitions (the queue reads stores without importing arbibench, and a copy keeps its schema); returns
     the tables the source has, parents first."""
     have = {r[0] for r in conn.execute(f"SELECT name FROM {target}.sqlite_master WHERE type = 'table'")}
     present = []
@@ -103,7 +103,7 @@ def _create_tables(conn: sqlite3.Connection, source: str, target: str) -> tuple[
 
 
 def copied_state(repo: Path, watch: str, copy: str) -> dict[str, Any] | None:
-    """The state.json in a run folder's branch copy (None without a copy), for ``queue status`` in a clone."""
+    """The state.json in a run folder's branch copy (None without a copy), for ``lab queue status`` in a clone."""
     path = repo / copy
     if not path.is_file():
         return None

@@ -2,9 +2,13 @@
 
 The runner writes its PID to ``<run_dir>/pid``. ``pause`` records a holder file and sends SIGSTOP to the runner and
 every descendant (a training, a protocol run); ``resume`` removes the holder and sends SIGCONT once no holder is
-left, so two test runs that overlap cannot wake the queue under each other. ``request_carry`` asks the runner to
-copy the running job's progress to the branch now rather than at the hourly copy: a session about to end loses
-nothing but the epoch or store batch under way.
+left, so two test runs that overlap cannot wake the queue under each other.
+
+Commits: one when a job ends, with everything it made (a retrained checkpoint with its pin, the cards measured on
+it, the boards made from them) and the queue's record, so the branch never holds a checkpoint without its pin and
+cards. While a job runs, its resume copies (the resume point on its own ref and the branch copies of
+:mod:`lab.queue.carry`, with the queue's record) are taken at most every ``carry_every_s`` (an hour by default: what
+a lost checkout may cost), and at once when a session about to end asks for them (``request_carry``).
 """
 
 from __future__ import annotations
@@ -23,11 +27,10 @@ from pathlib import Path
 
 from arbibench.clock import active_clock
 from arbibench.files import atomic_write_text, pid_alive
-from arbibench.queue import carry, resume_point
-from arbibench.queue.jobs import Job, QueueState, load_plan, protocol_run_step
+from lab.queue import carry, progress, resume_point
+from lab.queue.jobs import Job, QueueState, command_line, load_plan
 
-SNAPSHOT_EVERY_S = 600.0
-PRUNE_EVERY_S = 3600.0  # replaced resume points (about 4 MB an epoch) leave the disk this often
+PRUNE_EVERY_S = 3600.0  # replaced resume points (about 4 MB each) leave the disk this often
 POLL_S = 5.0
 CARRY_REQUEST = "carry_request"  # in the run folder: a session asks for a branch copy now (request_carry)
 CARRY_RESULT = "carry_result.json"  # the runner's answer: the commit and the paths it copied
@@ -108,14 +111,8 @@ class CarryAnswer:
     commit: str | None
 
 
-def job_models(job: Job) -> tuple[str, ...]:
-    """The models whose rows a protocol job adds to its snapshotted store (empty: all of them)."""
-    runs = [r for s in job.steps if (r := protocol_run_step(s)) and job.snapshot and r.store == job.snapshot[0]]
-    return tuple(sorted({m for r in runs for m in r.models})) if runs and all(r.models for r in runs) else ()
-
-
 def request_carry(run_dir: Path, timeout_s: float = 120.0) -> CarryAnswer:
-    """Ask the running queue to commit its job's branch copies now (:mod:`arbibench.queue.carry`) and wait for its
+    """Ask the running queue to commit its job's resume copies now (:mod:`lab.queue.carry`) and wait for its
     answer."""
     pid = running_pid(run_dir)
     if pid is None:
@@ -123,7 +120,7 @@ def request_carry(run_dir: Path, timeout_s: float = 120.0) -> CarryAnswer:
     held = _holders(run_dir)
     if held:
         raise ValueError(f"the queue is paused for {', '.join(held)}; a stopped runner cannot copy: resume it first "
-                         "(`arbibench queue resume --holder NAME`)")
+                         "(`python -m lab queue resume --holder NAME`)")
     request, result = run_dir / CARRY_REQUEST, run_dir / CARRY_RESULT
     result.unlink(missing_ok=True)
     atomic_write_text(f"{os.getpid()} {time.time():.0f}\n", request)
@@ -208,18 +205,20 @@ def git_commit(paths: list[str], message: str, repo: Path) -> bool:
     return False
 
 
-def epoch_message(job: Job, state_json: Path) -> str:
-    """The commit message of a training checkpoint: the epoch and its validation accuracy when recorded."""
+def epoch_note(state_json: Path) -> str:
+    """A training's last epoch for a commit message (", after epoch 12 of 60, validation accuracy 85.10%"); empty
+    without a readable state.json."""
     try:
         st = json.loads(state_json.read_text())
     except (OSError, json.JSONDecodeError):
-        return f"Queue: {job.name}, checkpoint"
-    hist = st.get("history") or [{}]
-    last = hist[-1]
+        return ""
+    if not isinstance(st, dict) or not st.get("history"):
+        return ""
+    last = st["history"][-1]
     total = st.get("recipe", {}).get("epochs", "?")
     acc = last.get("val_acc")
     acc_text = f", validation accuracy {100 * acc:.2f}%" if isinstance(acc, float) else ""
-    return f"Queue: {job.name} after epoch {last.get('epoch', '?')} of {total}{acc_text}"
+    return f", after epoch {last.get('epoch', len(st['history']))} of {total}{acc_text}"
 
 
 class Runner:
@@ -232,6 +231,7 @@ class Runner:
         self.threads, self.commit, self.log, self.carry_every_s = threads, commit, log, carry_every_s
         self._last_prune = 0.0
         self._last_carry = 0.0
+        self._models: dict[str, tuple[str, ...]] = {}  # job -> the models of its snapshotted store's rows
 
     def run(self, *, only: str | None = None, max_jobs: int | None = None) -> int:
         """Run every unfinished job (or only the one named); returns the number of jobs finished now."""
@@ -285,16 +285,7 @@ class Runner:
                      "from step 1 again")
             start = 0
         self.log(f"queue: {job.name} (step {start + 1} of {len(job.steps)})")
-        restored = resume_point.restore(self.repo, resume_point.job_ref(job.name), job.watch,
-                                        [job.snapshot[1]] if job.snapshot else [])
-        if restored:
-            self.log(f"queue: restored {len(restored)} file(s) from {resume_point.job_ref(job.name)}")
-        if job.watch and (restored := carry.unpack_run_folder(self.repo, job.watch,
-                                                                carry.run_folder_copy(job.name))):
-            self.log(f"queue: restored {len(restored)} file(s) from the branch's {carry.run_folder_copy(job.name)}")
-        if job.snapshot and restore_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
-            self.log(f"queue: resumed the store from {job.snapshot[1]}")
-        self._merge_carried_rows(job)
+        self._restore(job)
         self._last_carry = time.time()
         for i in range(start, len(job.steps)):
             self._wait_for_holders()
@@ -307,32 +298,39 @@ class Runner:
             if i + 1 == len(job.steps):
                 self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
                 del self.state.work_tree[job.name]
-            self.state.save()
-            if self.commit:
-                # The queue's record after every step (the run folder to the resume point); the job's outputs
-                # (cards, checkpoints, LEADERBOARD.md) only when it ends: a job changes them together (a retrained
-                # checkpoint and the cards measured on it, a card and the board made from it), so the repository
-                # never holds one without the other.
-                last = i + 1 == len(job.steps)
-                done = "finished" if last else f"step {i + 1} of {len(job.steps)} done"
-                paths = self._job_paths(job) if last else self._progress_paths(job)
-                self._save_resume_point(job, f"Queue: {job.name}, resume point after step {i + 1}")
-                paths += self._carry_paths(job, finished=last)
-                git_commit(paths, f"Queue: {job.name}, {done}", self.repo)
+            self.state.save()  # on disk after every step; on the branch with the resume copies and at the end
+        if self.commit:
+            # One commit for the finished job: its outputs together (a retrained checkpoint and the cards measured
+            # on it, a card and the board made from it), the queue's record, and its final branch copies.
+            paths = [*self._record_paths(), *job.commit, *self._carry_paths(job, finished=True)]
+            git_commit(paths, f"Queue: {job.name}, finished", self.repo)
         self.log(f"queue: {job.name} finished")
 
-    def _progress_paths(self, job: Job) -> list[str]:
-        """The queue's record (the run folder and the store snapshot go to the job's resume point, not the branch)."""
+    def _restore(self, job: Job) -> None:
+        """Bring the job's run folder and store back from its resume point and the branch's copies (a fresh checkout,
+        or a run folder behind them), and merge the rows other jobs carried into the stores it uses."""
+        restored = resume_point.restore(self.repo, resume_point.job_ref(job.name), job.watch,
+                                        [job.snapshot[1]] if job.snapshot else [])
+        if restored:
+            self.log(f"queue: restored {len(restored)} file(s) from {resume_point.job_ref(job.name)}")
+        if job.watch and (restored := carry.unpack_run_folder(self.repo, job.watch,
+                                                                carry.run_folder_copy(job.name))):
+            self.log(f"queue: restored {len(restored)} file(s) from the branch's {carry.run_folder_copy(job.name)}")
+        if job.snapshot and restore_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
+            self.log(f"queue: resumed the store from {job.snapshot[1]}")
+        self._merge_carried_rows(job)
+
+    def _record_paths(self) -> list[str]:
+        """The queue's record, when it lies in the repository (one outside it is not committed)."""
         try:
-            state = str(self.state.path.resolve().relative_to(self.repo.resolve()))
-        except ValueError:  # a state file outside the repository is not committed
-            state = None
-        return [state] if state else []
+            return [str(self.state.path.resolve().relative_to(self.repo.resolve()))]
+        except ValueError:
+            return []
 
     def _save_resume_point(self, job: Job, message: str) -> None:
-        """The run folder and the store snapshot as the job's resume point (:mod:`arbibench.queue.resume_point`)."""
+        """The run folder and the store snapshot as the job's resume point (:mod:`lab.queue.resume_point`)."""
         paths = [p for p in (job.watch, job.snapshot[1] if job.snapshot else None) if p]
-        if not self.commit or not paths or not (self.repo / ".git").exists():
+        if not paths or not (self.repo / ".git").exists():
             return
         try:
             resume_point.save(self.repo, resume_point.job_ref(job.name), paths, message)
@@ -342,10 +340,19 @@ class Runner:
             self._last_prune = time.time()
             resume_point.prune_replaced(self.repo)
 
+    def _job_models(self, job: Job) -> tuple[str, ...]:
+        """The models whose rows the job's branch copy keeps, asked of arbibench once per job."""
+        if job.name not in self._models:
+            models, error = progress.job_models(job, self.repo)
+            if error is not None:
+                self.log(f"queue: {job.name}: `arbibench protocol progress` could not name its models ({error}); "
+                         "its copy keeps every model's rows")
+            self._models[job.name] = models
+        return self._models[job.name]
+
     def _carry_paths(self, job: Job, *, finished: bool) -> list[str]:
-        """Write the job's branch copies (:mod:`arbibench.queue.carry`) and return their paths for the commit; at
-        the job's end the run folder's copy is deleted (its exported checkpoint is committed instead)."""
-        self._last_carry = time.time()
+        """Write the job's branch copies (:mod:`lab.queue.carry`) and return their paths for the commit; at the
+        job's end the run folder's copy is deleted (its exported checkpoint is committed instead)."""
         paths = []
         if job.watch:
             copy = carry.run_folder_copy(job.name)
@@ -356,30 +363,36 @@ class Runner:
                 try:
                     if carry.pack_run_folder(self.repo, job.watch, copy):
                         paths.append(copy)
-                except OSError as e:  # a file replaced while it was read: the next epoch's copy
+                except OSError as e:  # a file replaced while it was read: the next copy
                     print(f"queue: copying {job.watch} to the branch failed: {e}", file=sys.stderr)
         if job.snapshot and (self.repo / job.snapshot[0]).is_file():
             copy = carry.rows_copy(job.name)
             try:
-                carry.export_rows(self.repo / job.snapshot[0], job_models(job), self.repo / copy)
+                carry.export_rows(self.repo / job.snapshot[0], self._job_models(job), self.repo / copy)
                 paths.append(copy)
             except (OSError, sqlite3.Error) as e:  # the run goes on; the next copy may succeed
                 print(f"queue: copying the outcomes of {job.name!r} to the branch failed: {e}", file=sys.stderr)
         return paths
 
     def _carry(self, job: Job) -> None:
-        """Commit the job's branch copies mid-step, at most every ``carry_every_s``, or now when a session asked
-        (:func:`request_carry`), answering it with the commit."""
+        """Take the job's resume copies mid-step: the resume point, and the branch copies committed with the
+        queue's record; at most every ``carry_every_s``, or now when a session asked (:func:`request_carry`),
+        answering it with the commit."""
         request = self.run_dir / CARRY_REQUEST
         asked = request.exists()
         if not self.commit or not (asked or time.time() - self._last_carry >= self.carry_every_s):
             return
-        paths = self._carry_paths(job, finished=False)
-        committed = git_commit(paths, f"Queue: {job.name}, progress copied to the branch", self.repo)
+        self._last_carry = time.time()
+        note = epoch_note(self.repo / job.watch / "state.json") if job.watch else ""
+        if job.snapshot:
+            snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1])
+        self._save_resume_point(job, f"Queue: {job.name}, resume point{note}")
+        copies = self._carry_paths(job, finished=False)
+        committed = git_commit([*self._record_paths(), *copies], f"Queue: {job.name}, resume copies{note}", self.repo)
         if asked:
             head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=self.repo, capture_output=True,
                                   text=True).stdout.strip()
-            answer = {"job": job.name, "paths": paths, "commit": head if committed else None}
+            answer = {"job": job.name, "paths": copies, "commit": head if committed else None}
             atomic_write_text(json.dumps(answer) + "\n", self.run_dir / CARRY_RESULT)
             request.unlink(missing_ok=True)
 
@@ -393,35 +406,14 @@ class Runner:
                     if n := carry.merge_rows(copy, self.repo / store):
                         self.log(f"queue: {n} outcome rows of {other.name!r} merged from the branch's {copy.name}")
 
-    def _job_paths(self, job: Job) -> list[str]:
-        return [*self._progress_paths(job), *job.commit]
-
     def _run_step(self, job: Job, step: tuple[str, ...]) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
-        argv = list(step)
-        if argv[0] == "arbibench":  # the arbibench of this interpreter, whatever PATH says
-            argv = [sys.executable, "-m", "arbibench.cli", *argv[1:]]
-        elif argv[0] in ("python", "python3"):  # a benchmark script, with the interpreter arbibench runs in
-            argv = [sys.executable, *argv[1:]]
         self.log(f"queue: $ {' '.join(step)}")
-        proc = subprocess.Popen(argv, cwd=self.repo, env=env)
-        watch_state = self.repo / job.watch / "state.json" if job.watch else None
-        seen = watch_state.stat().st_mtime if watch_state and watch_state.exists() else None
-        last_snapshot = time.time()
+        proc = subprocess.Popen(command_line(step, sys.executable), cwd=self.repo, env=env)
         while proc.poll() is None:
             time.sleep(POLL_S)
-            if watch_state is not None and watch_state.exists() and watch_state.stat().st_mtime != seen:
-                seen = watch_state.stat().st_mtime
-                self._save_resume_point(job, epoch_message(job, watch_state))
-                self._carry(job)
-            if job.snapshot and time.time() - last_snapshot > SNAPSHOT_EVERY_S:
-                last_snapshot = time.time()
-                if snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
-                    self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
-                    self._carry(job)
-            if (self.run_dir / CARRY_REQUEST).exists():  # a session about to end: its copy now
-                self._carry(job)
-        if job.snapshot and snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1]):
-            self._save_resume_point(job, f"Queue: {job.name}, store snapshot")
+            self._carry(job)  # when due or asked
+        if job.snapshot:  # a local copy of the store as the step left it (no commit)
+            snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1])
         if proc.returncode != 0:
             raise RuntimeError(f"queue job {job.name!r} failed: `{' '.join(step)}` exited with {proc.returncode}")

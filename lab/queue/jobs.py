@@ -16,9 +16,9 @@ from arbibench.files import atomic_write_json
 
 @dataclass(frozen=True)
 class Job:
-    """One long job: commands run in order; ``watch`` (a run folder) is saved to the job's resume point whenever its
-    ``state.json`` changes (an epoch), ``snapshot`` copies a working SQLite store there every few minutes
-    (:mod:`arbibench.queue.resume_point`), ``commit`` is committed to the branch when the job ends."""
+    """One long job: commands run in order; ``watch`` (a training's run folder) and ``snapshot`` (a working SQLite
+    store and its copy) are what the queue saves as the job's resume copies (:mod:`lab.queue.resume_point`,
+    :mod:`lab.queue.carry`) while it runs; ``commit`` is committed to the branch when the job ends."""
 
     name: str
     steps: tuple[tuple[str, ...], ...]
@@ -68,7 +68,7 @@ def load_plan(path: str | Path) -> list[Job]:
     """The queue's jobs, in order; a duplicate name is an error (the state file is keyed by name)."""
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"no queue plan at {p}; write one (see `arbibench queue --help`) or pass --plan")
+        raise FileNotFoundError(f"no queue plan at {p}; write one (see docs/long-jobs.md) or pass --plan")
     try:
         raw = json.loads(p.read_text())
     except json.JSONDecodeError as e:
@@ -117,38 +117,17 @@ class QueueState:
                            "work_tree": self.work_tree}, self.path)
 
 
-@dataclass(frozen=True)
-class ProtocolRunStep:
-    """What a queue step ``arbibench protocol run ...`` evaluates: enough to read its progress from its store."""
-
-    preset: str
-    models: tuple[str, ...]
-    store: str
-    quick: bool
-    inference: str
-    model_info: str = "model_info"
+def command_line(step: tuple[str, ...], python: str) -> list[str]:
+    """The argv that runs ``step`` here: ``arbibench`` as the arbibench of ``python`` (whatever PATH says), and
+    ``python``/``python3`` (a benchmark script) as ``python`` itself."""
+    if step[0] == "arbibench":
+        return [python, "-m", "arbibench.cli", *step[1:]]
+    if step[0] in ("python", "python3"):
+        return [python, *step[1:]]
+    return list(step)
 
 
-def protocol_run_step(step: tuple[str, ...]) -> ProtocolRunStep | None:
-    """The protocol run a step starts, or None for any other step (a corruption run has no attacks to count)."""
-    if list(step[:3]) != ["arbibench", "protocol", "run"] or len(step) < 4 or step[3].startswith("-"):
-        return None
-    if step[3] == "cifar10-c":
-        return None
-    opts: dict[str, str] = {}
-    flags = set()
-    i = 4
-    while i < len(step):
-        arg = step[i]
-        if arg.startswith("--") and "=" in arg:
-            k, v = arg[2:].split("=", 1)
-            opts[k] = v
-        elif arg in ("--quick", "--demo", "--no-sweep", "--sweep"):
-            flags.add(arg[2:])
-        elif arg.startswith("--") and i + 1 < len(step):
-            opts[arg[2:]] = step[i + 1]
-            i += 1
-        i += 1
-    models = tuple(m for m in opts.get("models", "").split(",") if m and m != "all")
-    return ProtocolRunStep(step[3], models, opts.get("store", "arbibench.db"), "quick" in flags,
-                           opts.get("inference", "simulation"), opts.get("model-info", "model_info"))
+def is_protocol_run(step: tuple[str, ...]) -> bool:
+    """Whether ``step`` is an ``arbibench protocol run``: its progress can be asked of ``arbibench protocol progress``
+    with the same arguments."""
+    return list(step[:3]) == ["arbibench", "protocol", "run"]

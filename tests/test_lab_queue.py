@@ -1,5 +1,6 @@
-"""The long-job queue: a killed queue resumes a training at its next epoch with the same weights as an uninterrupted
-run, finished steps are not run again, and pause/resume stop and continue the running step by holder."""
+"""The lab's long-job queue: a killed queue resumes a training at its next epoch with the same weights as an
+uninterrupted run, finished steps are not run again, pause/resume stop and continue the running step by holder, a job
+is one commit, and protocol progress comes from ``arbibench protocol progress --json``."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
-from arbibench.queue.jobs import Job, QueueState, load_plan, protocol_run_step
-from arbibench.queue.runner import Runner, pause, resume, running_pid
+from lab.queue import progress as progress_module
+from lab.queue.jobs import Job, QueueState, load_plan
+from lab.queue.progress import RunProgress
+from lab.queue.runner import Runner, pause, resume, running_pid
 
 # A tiny real training (bnn, 256 CIFAR-10 images, 3 epochs, 64 held out) as a queue step.
 TRAIN_STEP = (
@@ -37,7 +39,7 @@ def _plan(tmp_path: Path, jobs: list[dict]) -> Path:
 
 
 def _queue_cmd(tmp_path: Path, plan: Path) -> list[str]:
-    return [sys.executable, "-m", "arbibench.cli", "queue", "run", "--plan", str(plan), "--state",
+    return [sys.executable, "-m", "lab", "queue", "run", "--plan", str(plan), "--state",
             str(tmp_path / "state.json"), "--run-dir", str(tmp_path / "runner"), "--no-commit", "--threads", "1"]
 
 
@@ -154,8 +156,10 @@ def test_the_shipped_findings_read_only_stores_an_earlier_job_carried():
 
 
 def _full_protocol_models(job: Job) -> list[str]:
-    runs = [protocol_run_step(s) for s in job.steps]
-    return [m for r in runs if r is not None and not r.quick for m in r.models]
+    """The models of the job's full protocol runs, read off the plan (a check of the plan's text, not the runner)."""
+    runs = [s for s in job.steps if list(s[:4]) == ["arbibench", "protocol", "run", "cifar10"]
+            and "--quick" not in s and "--demo" not in s]
+    return [m for s in runs for m in s[s.index("--models") + 1].split(",")]
 
 
 def test_the_shipped_plan_measures_each_checkpoint_after_it_ships_and_reports_after_its_cards():
@@ -234,8 +238,9 @@ def test_a_job_s_outputs_are_committed_together_when_it_ends(tmp_path):
             by_subject[subject] = set()
         else:
             by_subject[subject].add(line)
-    assert by_subject["Queue: cards, step 1 of 2 done"] == {"state.json"}
-    assert {"cards/m.json", "BOARD.md"} <= by_subject["Queue: cards, finished"]
+    # one commit for the job: its outputs and the queue's record, no commit per step
+    assert list(by_subject) == ["Queue: cards, finished", "start"]
+    assert by_subject["Queue: cards, finished"] == {"cards/m.json", "BOARD.md", "state.json"}
 
 
 def test_run_folders_and_store_copies_go_to_the_job_s_resume_point_not_the_branch(tmp_path, monkeypatch):
@@ -243,8 +248,8 @@ def test_run_folders_and_store_copies_go_to_the_job_s_resume_point_not_the_branc
     # commit on the job's own ref, replaced at each save, and the next runner restores the folder from it.
     import sqlite3
 
-    import arbibench.queue.runner as runner_module
-    from arbibench.queue import resume_point
+    import lab.queue.runner as runner_module
+    from lab.queue import resume_point
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -264,7 +269,8 @@ def test_run_folders_and_store_copies_go_to_the_job_s_resume_point_not_the_branc
               "    (run / 'state.json').write_text(json.dumps({'epoch': e})); time.sleep(0.5)\n")
     job = Job.from_dict({"name": "zoo v3: tiny", "steps": [[sys.executable, "-c", epochs]], "watch": "run",
                          "snapshot": ["store.db", "copy.db"], "commit": []})
-    Runner([job], QueueState(repo / "state.json"), repo, tmp_path / "runner", log=lambda m: None).run()
+    Runner([job], QueueState(repo / "state.json"), repo, tmp_path / "runner", log=lambda m: None,
+           carry_every_s=0.2).run()
 
     ref = resume_point.job_ref("zoo v3: tiny")
     assert ref == "refs/arbibench/queue/zoo-v3-tiny"
@@ -312,7 +318,7 @@ def test_status_names_the_running_job_and_a_training_s_hours_so_far(tmp_path, mo
     # before its first step ends; a training reports the hours its run folder records.
     from typer.testing import CliRunner
 
-    from arbibench.cli import app
+    from lab.__main__ import app
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
@@ -350,9 +356,9 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     # white-box attack times x20 (500 -> 10,000 images), black-box x5 (100 -> 500) and up to x5 more (the budget).
     from typer.testing import CliRunner
 
-    from arbibench.cli import app
     from arbibench.operations.projection import project_from_quick_card
     from arbibench.protocol import get_protocol
+    from lab.__main__ import app
 
     root = Path(__file__).resolve().parents[1]
     # the shipped card's attack times, read as a quick card's (500 white-box and 100 black-box images): the shipped
@@ -387,15 +393,30 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
 
     # the store is shared: it exists (another model's job wrote it) but holds no batch of this job's models, so the
     # quick card still gives the hours, not "0.0 left"
-    import arbibench.operations.progress as progress_module
-    from arbibench.operations.progress import EvaluationProgress, ProtocolProgress
-
-    monkeypatch.setattr(progress_module, "protocol_progress", lambda protocol, model, db, **kw: ProtocolProgress(
-        model, protocol.name, [EvaluationProgress("clean", 40, 0, 0.0), EvaluationProgress("pgd", 40, 0, 0.0)]))
     (tmp_path / "full.db").touch()
+    _answer(monkeypatch, {"store": "full.db", "store_found": True, "models": [
+        _model("resnet20_fp_at", done=0, batches=80, hours_left=0.0, quick_card_hours=[low, high])]})
     out = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
     assert out.exit_code == 0, out.output
     assert f"{low:.1f}-{high:.1f} (quick cards)" in out.output and "batches 0/80" in out.output
+
+
+def _model(name: str, **counts: object) -> dict[str, object]:
+    """One model of an ``arbibench protocol progress --json`` answer."""
+    return {"model": name, "batches": None, "done": 0, "gpu_done": 0, "hours_so_far": 0.0, "hours_left": None,
+            "not_started": 0, "evaluations": [], "quick_card_hours": None, **counts}
+
+
+def _answer(monkeypatch: pytest.MonkeyPatch, answer: dict[str, object]) -> list[tuple[list[str], int]]:
+    """Every ``protocol progress --json`` the queue asks gets ``answer``; returns the (arguments, threads) asked."""
+    asked: list[tuple[list[str], int]] = []
+
+    def fake(args: list[str], repo: Path, *, threads: int = 1) -> RunProgress:
+        asked.append((args, threads))
+        return RunProgress(str(answer["store"]), bool(answer["store_found"]), tuple(answer["models"]))
+
+    monkeypatch.setattr(progress_module, "ask", fake)
+    return asked
 
 
 def _full_protocol_plan(tmp_path: Path) -> Path:
@@ -407,60 +428,36 @@ def _full_protocol_plan(tmp_path: Path) -> Path:
 
 def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, monkeypatch):
     # A protocol step runs for many hours across sessions; the queue's record gets its time only when it ends, the
-    # store gets each batch's seconds as it commits it, so the hours so far come from there.
+    # store gets each batch's seconds as it commits it, so the hours so far come from there, as arbibench counts them.
     from typer.testing import CliRunner
 
-    import arbibench.operations.progress as progress_module
-    from arbibench.cli import app
-    from arbibench.operations.progress import EvaluationProgress, ProtocolProgress
+    from lab.__main__ import app
 
-    threads_seen = []
-
-    def fake(protocol, model, db, **kw):
-        threads_seen.append(torch.get_num_threads())
-        return ProtocolProgress(model, protocol.name, [EvaluationProgress("clean", 50, 50, 900.0),
-                                                       EvaluationProgress("pgd", 50, 10, 6300.0),
-                                                       EvaluationProgress("square", 3, 3, 1800.0, gpu_done=3,
-                                                                          gpu_seconds=1800.0)])
-
-    monkeypatch.setattr(progress_module, "protocol_progress", fake)
+    # 63 of 103 batches stored, 3 of them on a GPU (another clock: not in the hours), 2.00 h so far and 7.0 h left
+    asked = _answer(monkeypatch, {"store": "full.db", "store_found": True, "models": [
+        _model("resnet20_fp", done=63, batches=103, gpu_done=3, hours_so_far=2.0, hours_left=7.0)]})
     monkeypatch.chdir(tmp_path)
     plan = _full_protocol_plan(tmp_path)
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"elapsed_s": {"full": 60.0}}))
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(state),
-                                       "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
-        # planning beside the running queue uses one thread, and the caller's setting comes back
-        assert threads_seen == [1] and torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    out = CliRunner().invoke(app, ["queue", "status", "--plan", str(plan), "--state", str(state),
+                                   "--run-dir", str(tmp_path / "runner")], env={"COLUMNS": "250"})
     assert out.exit_code == 0, out.output
+    # the step's own arguments, read by arbibench (never by the queue), on one thread beside the running job
+    assert asked == [(["cifar10", "--models", "resnet20_fp", "--store", "full.db"], 1)]
     row = next([c.strip() for c in line.split("│")[1:-1]] for line in out.output.splitlines() if "│ full" in line)
-    # 63 of 103 batches stored, 3 of them on a GPU, whose 1,800 s are another clock: 7,200 s, 2.00 h so far; 40 pgd
-    # batches left at 630 s each: 7.0 h
     assert row[3] == "batches 63/103, 3 on a GPU" and row[4] == "2.00" and row[5] == "7.0"
 
 
 def test_status_without_the_data_reports_instead_of_downloading(tmp_path, monkeypatch, data_dir):
     # Planning a protocol job reads the CIFAR-10 test images; a status in a shell without ARBIBENCH_DATA must say so,
-    # not start a 170 MB download (nor fail with a network error).
+    # not start a 170 MB download (nor fail with a network error): arbibench protocol progress refuses, the status
+    # shows its reason.
     from typer.testing import CliRunner
 
     import arbibench.data.cifar10 as cifar10_module
-    import arbibench.operations.progress as progress_module
-    from arbibench.cli import app
+    from lab.__main__ import app
 
-    def no_download(*a, **kw):
-        raise AssertionError("queue status started a download")
-
-    def no_planning(*a, **kw):
-        raise AssertionError("queue status planned a protocol without its data")
-
-    monkeypatch.setattr(cifar10_module, "download_and_extract", no_download)
-    monkeypatch.setattr(progress_module, "protocol_progress", no_planning)
     monkeypatch.chdir(tmp_path)
     plan = _full_protocol_plan(tmp_path)
     empty = tmp_path / "no-data"
@@ -469,6 +466,47 @@ def test_status_without_the_data_reports_instead_of_downloading(tmp_path, monkey
                                    "--run-dir", str(tmp_path / "runner")],
                              env={"COLUMNS": "250", "ARBIBENCH_DATA": str(empty)})
     assert out.exit_code == 0, out.output
-    assert "unknown: CIFAR-10 not found (set ARBIBENCH_DATA)" in out.output
+    assert "unknown: CIFAR-10's test images are not in the data folder" in out.output
+    assert not list(empty.iterdir())  # nothing downloaded
     assert not cifar10_module.has_cifar10("test", empty)
     assert cifar10_module.has_cifar10("test", data_dir)  # the real data folder is found
+
+
+def test_resume_copies_wait_for_their_interval_not_each_epoch(tmp_path, monkeypatch):
+    # Three epochs within the hour: no resume point and no branch copy; the job's one commit when it ends.
+    import lab.queue.runner as runner_module
+    from lab.queue import resume_point
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for k, v in {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                 "GIT_COMMITTER_EMAIL": "t@t"}.items():
+        monkeypatch.setenv(k, v)
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "README.md").write_text("x\n")
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], check=True)
+    monkeypatch.setattr(runner_module, "POLL_S", 0.05)
+
+    def epochs(folder: str, seconds: float) -> list[str]:
+        return [sys.executable, "-c", f"import json, pathlib, time; run = pathlib.Path({folder!r}); run.mkdir()\n"
+                "for e in range(3):\n"
+                "    (run / 'state.json').write_text(json.dumps({'epoch': e, 'history': [{}] * (e + 1)}))\n"
+                f"    time.sleep({seconds})\n"
+                "pathlib.Path('model.bin').write_bytes(b'w')\n"]
+
+    job = Job.from_dict({"name": "train", "steps": [epochs("run", 0.3), ["true"]], "watch": "run",
+                         "commit": ["model.bin"]})
+    Runner([job], QueueState(repo / "state.json"), repo, tmp_path / "runner", log=lambda m: None).run()
+    subjects = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True).stdout.splitlines()
+    assert subjects == ["Queue: train, finished", "start"]
+    assert not resume_point.exists(repo, resume_point.job_ref("train"))
+    # with a short interval the copies come: one ref commit replaced at each, the run folder's copy on the branch
+    job = Job.from_dict({"name": "train2", "steps": [epochs("run2", 0.6)], "watch": "run2"})
+    Runner([job], QueueState(repo / "state.json"), repo, tmp_path / "runner", log=lambda m: None,
+           carry_every_s=0.5).run()
+    subjects = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True).stdout.splitlines()
+    copies = [s for s in subjects if s.startswith("Queue: train2, resume copies, after epoch")]
+    assert 1 <= len(copies) <= 4 and subjects[0] == "Queue: train2, finished"
+    assert resume_point.exists(repo, resume_point.job_ref("train2"))

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from arbibench.evaluation.store import ResultStore
-from arbibench.queue import carry
-from arbibench.queue.jobs import Job, QueueState
-from arbibench.queue.runner import Runner
+from lab.queue import carry
+from lab.queue.jobs import Job, QueueState
+from lab.queue.runner import Runner
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
@@ -23,7 +23,7 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAM
 def repo(tmp_path, monkeypatch) -> Path:
     for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
-    import arbibench.queue.runner as runner_module
+    import lab.queue.runner as runner_module
 
     monkeypatch.setattr(runner_module, "POLL_S", 0.05)
     r = tmp_path / "repo"
@@ -173,7 +173,7 @@ def test_a_job_cut_off_in_another_work_tree_runs_its_steps_again_and_commits_eve
 def test_status_in_a_clone_reads_the_training_s_epochs_from_the_branch_copy(repo, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from arbibench.cli import app
+    from lab.__main__ import app
 
     run = repo / "run"
     run.mkdir()
@@ -196,7 +196,7 @@ def test_status_in_a_clone_reads_the_training_s_epochs_from_the_branch_copy(repo
 def test_a_session_about_to_end_gets_the_training_s_last_epoch_copied_to_the_branch_at_once(repo, tmp_path):
     import threading
 
-    from arbibench.queue.runner import request_carry
+    from lab.queue.runner import request_carry
 
     run_dir = tmp_path / "runner"
     # epoch 0, then a long epoch 1 that the session does not wait for (it ends when the test stops the step)
@@ -227,7 +227,7 @@ def test_a_session_about_to_end_gets_the_training_s_last_epoch_copied_to_the_bra
         assert copy in _tree(repo)
         head = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%h %s", "--abbrev=12"],
                               capture_output=True, text=True, check=True).stdout.strip()
-        assert head == f"{answer.commit} Queue: zoo v3: tiny, progress copied to the branch"
+        assert head == f"{answer.commit} Queue: zoo v3: tiny, resume copies"  # the step has no history yet
         assert request_carry(run_dir, timeout_s=20).commit is None  # nothing new since: no empty commit
         clone = _clone(repo, tmp_path / "clone")  # what a checkout rebuilt now finds: epoch 0 of the run
         assert sorted(carry.unpack_run_folder(clone, "run", copy)) == ["run/state.json", "run/weights.bin"]
@@ -290,8 +290,16 @@ def test_rows_computed_elsewhere_join_a_job_s_copy_and_its_own_rows_stay(tmp_pat
 def test_the_add_rows_command_gives_each_unfinished_job_its_models_rows(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from arbibench.cli import app
+    from lab.__main__ import app
+    from lab.queue import progress
+    from lab.queue.progress import RunProgress
 
+    def ask(args: list[str], repo: Path, *, threads: int = 1) -> RunProgress:
+        """arbibench's answer for these made-up models: the run's store and models, as progress names them."""
+        store, models = args[args.index("--store") + 1], args[args.index("--models") + 1].split(",")
+        return RunProgress(store, (repo / store).is_file(), tuple({"model": m} for m in models))
+
+    monkeypatch.setattr(progress, "ask", ask)
     monkeypatch.chdir(tmp_path)
     gpu_store = tmp_path / "gpu.db"
     for model in ("model_a", "model_b"):

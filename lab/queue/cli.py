@@ -1,24 +1,29 @@
-"""``arbibench queue``: run, inspect, pause and resume the machine's one queue of long jobs."""
+"""``python -m lab queue``: run, inspect, pause and resume the machine's one queue of long jobs."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
+from rich.table import Table
 
 from arbibench.terminal import USER_ERRORS, console, fail
-
-if TYPE_CHECKING:
-    from arbibench.queue.jobs import Job, ProtocolRunStep, QueueState
+from lab.queue import carry
+from lab.queue.jobs import Job, QueueState, load_plan
+from lab.queue.progress import RunProgress, job_models, protocol_runs, run_progress
+from lab.queue.runner import Runner, request_carry, running_pid
+from lab.queue.runner import pause as do_pause
+from lab.queue.runner import resume as do_resume
 
 # what a queue command reports as one line: user errors, and a job step that failed (RuntimeError)
 QUEUE_ERRORS: tuple[type[Exception], ...] = (*USER_ERRORS, RuntimeError)
 
 queue_app = typer.Typer(
     help="The machine's one queue of long jobs (zoo training, full-protocol cards): one job at a time, resumable, "
-    "committed to git as it goes. Pause it while tests or benchmarks run.",
+    "each finished job committed to git with its outputs. Pause it while tests or benchmarks run.",
     no_args_is_help=True,
 )
 
@@ -34,19 +39,20 @@ def run(
     only: str | None = typer.Option(None, help="Run only the job of this name."),
     max_jobs: int | None = typer.Option(None, min=1, help="Stop after this many jobs."),
     threads: int = typer.Option(2, min=1, help="OMP_NUM_THREADS of each step."),
-    commit: bool = typer.Option(True, help="Commit each epoch's checkpoint and each finished job to git."),
+    commit: bool = typer.Option(True, help="Commit each finished job, and the running job's resume copies, to git."),
+    carry_every: float = typer.Option(
+        60.0, min=1.0, help="Minutes between the running job's resume copies (its run folder or store rows on the "
+        "branch, its resume point): the most of a job that a lost checkout costs."
+    ),
     run_dir: Path = typer.Option(RUN_DIR, help="Runner files: pid, pause holders (not tracked)."),
 ) -> None:
     """Run every unfinished job in order; a killed queue resumes at the step and epoch where it stopped."""
-    from arbibench.queue.jobs import QueueState, load_plan  # start-up: --help stays light
-    from arbibench.queue.runner import Runner
-
     try:
         jobs = load_plan(plan)
         if only is not None and only not in {j.name for j in jobs}:
             raise ValueError(f"no job named {only!r} in {plan}; jobs: {', '.join(j.name for j in jobs)}")
         runner = Runner(jobs, QueueState.load(state), Path.cwd(), run_dir, threads=threads, commit=commit,
-                        log=console.log, plan=plan)
+                        log=console.log, plan=plan, carry_every_s=carry_every * 60)
         n = runner.run(only=only, max_jobs=max_jobs)
     except QUEUE_ERRORS as e:
         fail(e)
@@ -60,11 +66,6 @@ def status(
     run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
 ) -> None:
     """Each job's progress: finished, running or waiting; epochs done of the budget and the projected hours left."""
-    from rich.table import Table  # start-up: --help stays light
-
-    from arbibench.queue.jobs import QueueState, load_plan  # start-up: --help stays light
-    from arbibench.queue.runner import running_pid
-
     try:
         jobs = load_plan(plan)
         st = QueueState.load(state)
@@ -99,16 +100,13 @@ def _job_progress(job: Job, st: QueueState, current: str | None
                   ) -> tuple[str, str, float, float | None, tuple[float, float] | None]:
     """One job's state label, progress, hours so far (as seconds), projected hours left (None: unknown) and, for a
     protocol job with nothing stored, the (low, high) hours its models' quick cards project."""
-    from arbibench.queue.jobs import protocol_run_step  # start-up: --help stays light
-
     progress, left, cards = "", None, None
     seconds = st.elapsed_s.get(job.name, 0.0)
-    runs = [r for r in (protocol_run_step(s) for s in job.steps) if r is not None and r.models]
-    if runs and job.name not in st.finished and job.snapshot:  # a long protocol job: batches from its store
-        progress, left, stored_s = _protocol_progress(runs, job.snapshot)
+    runs = protocol_runs(job)
+    if runs and job.name not in st.finished and job.snapshot:  # a long protocol job: batches from its stores
+        answers = [run_progress(step, Path.cwd(), job.snapshot) for step in runs]
+        progress, left, stored_s, cards = _protocol_progress(answers)
         seconds = max(seconds, stored_s)  # a step's time reaches the record only when it ends; its batches' sooner
-        if left is None:
-            cards = _quick_card_projection(runs)
     elif job.watch and (run_state := _run_state(job)) is not None:
         done = len(run_state.get("history", []))
         budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
@@ -135,8 +133,6 @@ def _job_progress(job: Job, st: QueueState, current: str | None
 
 def _run_state(job: Job) -> dict[str, Any] | None:
     """A training job's state.json: its run folder's, else that of its copy on the branch (a fresh clone)."""
-    from arbibench.queue import carry  # start-up: --help stays light
-
     assert job.watch is not None
     local = Path(job.watch) / "state.json"
     if local.is_file():
@@ -144,68 +140,30 @@ def _run_state(job: Job) -> dict[str, Any] | None:
     return carry.copied_state(Path.cwd(), job.watch, carry.run_folder_copy(job.name))
 
 
-def _protocol_progress(runs: list[ProtocolRunStep], snapshot: tuple[str, str]) -> tuple[str, float | None, float]:
-    """"batches done/total" of a protocol job's models, the projected hours left and the seconds its stored batches
-    took, read from its store (the working copy while it runs, else the tracked snapshot); planning loads each
-    model, a second or two each."""
-    import torch  # start-up: only for protocol jobs
-
-    path = Path(snapshot[0]) if Path(snapshot[0]).is_file() else Path(snapshot[1])
-    if not path.is_file():
-        return "not started", None, 0.0
-    threads = torch.get_num_threads()
-    # Status runs beside the queue, whose job holds both cores: planning checks each model on a few images, and torch's
-    # OpenMP workers spinning against the job's made a status of the full queue take 144 s instead of 13 (2 cores).
-    torch.set_num_threads(1)
-    try:
-        return _stored_progress(runs, path)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _stored_progress(runs: list[ProtocolRunStep], path: Path) -> tuple[str, float | None, float]:
-    from arbibench.data.cifar10 import has_cifar10  # start-up: loads numpy, only for protocol jobs
-    from arbibench.evaluation.store import ResultStore  # start-up: loads torch, only for protocol jobs
-    from arbibench.operations.progress import protocol_progress  # start-up: as above
-    from arbibench.protocol.presets import Protocol, get_protocol  # start-up: as above
-
-    done = total = unknown = gpu = 0
-    hours = so_far = 0.0
-    with ResultStore(path) as db:
-        for run in runs:
-            protocol = get_protocol(run.preset, run.quick)
-            if not isinstance(protocol, Protocol):  # protocol_run_step leaves out corruption runs
-                continue
-            if protocol.dataset == "cifar10" and not has_cifar10("test"):  # planning reads the test images, and a
-                return "unknown: CIFAR-10 not found (set ARBIBENCH_DATA)", None, 0.0  # status never downloads them
-            for model in run.models:
-                p = protocol_progress(protocol, model, db, inference=run.inference, model_info=run.model_info)
-                done, total = done + p.done, total + p.batches
-                h, u = p.hours_left()
-                hours, unknown, so_far = hours + h, unknown + u, so_far + p.hours_so_far  # a CPU's hours
-                gpu += p.gpu_done
-    if not done:  # a shared store, but nothing of these models in it yet: their quick cards give the hours
-        return f"batches 0/{total}", None, 0.0
+def _protocol_progress(answers: list[RunProgress]
+                       ) -> tuple[str, float | None, float, tuple[float, float] | None]:
+    """A protocol job's "batches done/total", projected hours left, the seconds its stored batches took and, while
+    nothing of it is stored, the (low, high) hours its models' quick cards project; summed over its runs' answers
+    from ``arbibench protocol progress --json``."""
+    errors = [a.error for a in answers if a.error is not None]
+    if errors:
+        return f"unknown: {errors[0]}", None, 0.0, None
+    models = [m for a in answers for m in a.models]
+    done = sum(int(m["done"]) for m in models)
+    if not done:  # nothing of these models stored yet (a store shared with other jobs included)
+        lows_highs = [m["quick_card_hours"] for m in models]
+        cards = None if not models or None in lows_highs else (sum(h[0] for h in lows_highs),
+                                                               sum(h[1] for h in lows_highs))
+        planned = [m["batches"] for m in models]
+        shown = "not started" if None in planned or not planned else f"batches 0/{sum(planned)}"
+        return shown, None, 0.0, cards
+    total = sum(int(m["batches"] or 0) for m in models)
+    unknown = sum(int(m["not_started"] or 0) for m in models)
+    gpu = sum(int(m["gpu_done"]) for m in models)
     note = f" ({unknown} evaluations not started: not counted)" if unknown else ""
     on_gpu = f", {gpu} on a GPU" if gpu else ""
-    return f"batches {done}/{total}{on_gpu}{note}", hours, so_far * 3600
-
-
-def _quick_card_projection(runs: list[ProtocolRunStep]) -> tuple[float, float] | None:
-    """Hours (low, high) of a full protocol job that has stored nothing, from its models' quick cards; None where a
-    model has no quick card or the job is not a full run."""
-    from arbibench.operations.projection import project_model  # start-up: as above
-
-    low = high = 0.0
-    for run in runs:
-        if run.quick:
-            return None
-        for model in run.models:
-            p = project_model(run.model_info, model, run.preset)
-            if p is None:
-                return None
-            low, high = low + p.total_h[0], high + p.total_h[1]
-    return low, high
+    hours = sum(float(m["hours_left"] or 0.0) for m in models)
+    return f"batches {done}/{total}{on_gpu}{note}", hours, sum(float(m["hours_so_far"]) for m in models) * 3600, None
 
 
 @queue_app.command("pause")
@@ -214,8 +172,6 @@ def pause(
     run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
 ) -> None:
     """Stop the queue (SIGSTOP to the runner and its children) while tests or a benchmark run."""
-    from arbibench.queue.runner import pause as do_pause  # start-up: --help stays light
-
     try:
         console.print(do_pause(run_dir, holder))
     except USER_ERRORS as e:
@@ -228,8 +184,6 @@ def resume(
     run_dir: Path = typer.Option(RUN_DIR, help="Runner files."),
 ) -> None:
     """Let the queue go on once no other holder keeps it paused."""
-    from arbibench.queue.runner import resume as do_resume  # start-up: --help stays light
-
     try:
         console.print(do_resume(run_dir, holder))
     except USER_ERRORS as e:
@@ -243,8 +197,6 @@ def carry_now(
 ) -> None:
     """Copy the running job's progress to the branch now (before a session ends): a checkout rebuilt from the branch
     resumes from it instead of from the last hourly copy."""
-    from arbibench.queue.runner import request_carry  # start-up: --help stays light
-
     try:
         answer = request_carry(run_dir, timeout_s=timeout)
     except USER_ERRORS as e:  # TimeoutError included
@@ -269,25 +221,20 @@ def add_rows(
     job's carried copy, whose own rows stay, and the queue's store where there is one here, and the job's run skips
     those batches. A running job planned its batches when it started: restart the queue to skip them at once (one it
     computes anyway keeps the rows stored first). Commit the copies it names."""
-    import sqlite3
-
-    from arbibench.queue import carry  # start-up: --help stays light
-    from arbibench.queue.jobs import QueueState, load_plan
-    from arbibench.queue.runner import job_models
-
     errors: tuple[type[Exception], ...] = (*QUEUE_ERRORS, sqlite3.Error)  # a damaged rows file is sqlite's
     try:
         if not rows.is_file():
             raise FileNotFoundError(f"no rows at {rows}: pass the rows.db.gz a run elsewhere wrote")
         finished = QueueState.load(state).finished
-        jobs = [j for j in load_plan(plan)
-                if j.snapshot and j.snapshot[0] == store and j.name not in finished and job_models(j)]
+        candidates = [j for j in load_plan(plan) if j.snapshot and j.snapshot[0] == store and j.name not in finished]
+        models = {j.name: _named_job_models(j) for j in candidates}
+        jobs = [j for j in candidates if models[j.name]]
         if not jobs:
             raise ValueError(f"no unfinished protocol job of {plan} writes {store} for named models; "
                              "pass the store its jobs write with --store")
-        added = {j.name: carry.add_rows(rows, Path(carry.rows_copy(j.name)), job_models(j)) for j in jobs}
+        added = {j.name: carry.add_rows(rows, Path(carry.rows_copy(j.name)), models[j.name]) for j in jobs}
         # the running job's hourly copy is written from the store: without them there, it would drop them again
-        in_store = (carry.merge_models(rows, Path(store), tuple(sorted({m for j in jobs for m in job_models(j)})))
+        in_store = (carry.merge_models(rows, Path(store), tuple(sorted({m for j in jobs for m in models[j.name]})))
                     if Path(store).is_file() else None)
     except errors as e:
         fail(e)
@@ -298,3 +245,12 @@ def add_rows(
         console.print(f"queue: {name}: {n} new outcome rows in {carry.rows_copy(name)}")
     if not changed:
         console.print(f"queue: {rows} holds no rows that an unfinished job's carried copy lacks")
+
+
+def _named_job_models(job: Job) -> tuple[str, ...]:
+    """The models a protocol job adds to its store, as ``arbibench protocol progress`` names them; a refusal there
+    is this command's error."""
+    models, error = job_models(job, Path.cwd())
+    if error is not None:
+        raise ValueError(f"job {job.name!r}: arbibench protocol progress refused its run: {error}")
+    return models

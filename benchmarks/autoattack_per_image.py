@@ -1,0 +1,230 @@
+"""AutoAttack (standard version) per image and per component: arbibench against the reference implementation.
+
+On a gradient-masking model most images fall to APGD-CE, and the few that survive decide ACC*: which component breaks
+which image is where two implementations of the same ensemble can differ. For each (model, eps, seed) piece this runs,
+on the first ``--n`` CIFAR-10 test images:
+
+- arbibench: the ensemble's components in order (APGD-CE, APGD-T, FAB-T, Square), each on the images every earlier
+  one left correctly classified, with the generators :class:`arbibench.attacks.autoattack.AutoAttack` gives them;
+  Square twice on the same survivors: with the schedule of ``p`` the ensemble configures and with the other one
+  (``rescale_schedule`` flipped), so a schedule's effect is measured on identical images;
+- the reference (PyPI ``pyautoattack`` 0.2.0, the authors' code): the same loop over its own attack objects, as its
+  ``run_standard_evaluation`` does it (one batch, seed ``--seed``).
+
+Every adversarial example of both is checked against the threat model (Linf ball, [0, 1] box) and re-scored on the
+model here before it counts. A piece writes one JSON file (per image: the component that fooled it, or null; per
+component: images attacked, fooled, seconds), so the run resumes piece by piece; ``--summary`` reads them all back.
+
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/autoattack_per_image.py --threads 2 \\
+        --models resnet20_reactnet_at,resnet20_bireal_at --eps 6/255,8/255 --seeds 0,1,2 --n 200 \\
+        --out docs/measurements/autoattack_per_image
+    .venv/bin/python benchmarks/autoattack_per_image.py --summary --out docs/measurements/autoattack_per_image
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arbibench.attacks import Linf, get_attack, parse_eps
+from arbibench.attacks.autoattack import component_generator
+from arbibench.data import load_cifar10
+from arbibench.files import atomic_write_json
+from arbibench.machine import describe
+from arbibench.models.zoo import load_model
+
+REFERENCE_ORDER = ("apgd-ce", "apgd-t", "fab-t", "square")
+
+
+def _arguments() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet20_reactnet_at,resnet20_bireal_at")
+    ap.add_argument("--eps", default="6/255,8/255", help="comma-separated Linf budgets")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (both libraries)")
+    ap.add_argument("--n", type=int, default=200, help="the first n CIFAR-10 test images")
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    ap.add_argument("--square-queries", type=int, default=5000, help="Square's budget in both (5000: standard)")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", type=Path, required=True, help="folder of the per-piece JSON files")
+    ap.add_argument("--summary", action="store_true", help="only print the tables from the files in --out")
+    return ap.parse_args()
+
+
+def _valid(x_adv: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Per image: inside the Linf ball (float32 tolerance) and the [0, 1] box."""
+    inside = (x_adv - x).abs().flatten(1).amax(1) <= eps + 1e-6
+    boxed = (x_adv.flatten(1).amin(1) >= 0) & (x_adv.flatten(1).amax(1) <= 1)
+    return inside & boxed
+
+
+def _score(model: torch.nn.Module, x_adv: torch.Tensor, x: torch.Tensor, y: torch.Tensor, eps: float) -> torch.Tensor:
+    with torch.no_grad():
+        wrong = model(x_adv).argmax(1) != y
+    return wrong & _valid(x_adv, x, eps)
+
+
+class _Tally:
+    """Which component fooled each image first, and each component's cost."""
+
+    def __init__(self, correct: torch.Tensor) -> None:
+        self.alive = correct.clone()
+        self.fooled_by: list[str | None] = [None] * len(correct)
+        self.components: list[dict[str, Any]] = []
+
+    def run(self, name: str, attack_alive: Any, x: torch.Tensor, y: torch.Tensor, eps: float,
+            model: torch.nn.Module) -> None:
+        idx = self.alive.nonzero().squeeze(1)
+        if idx.numel() == 0:
+            self.components.append({"component": name, "images": 0, "fooled": 0, "seconds": 0.0})
+            return
+        t0 = time.perf_counter()
+        x_adv = attack_alive(x[idx], y[idx])
+        seconds = time.perf_counter() - t0
+        fooled = _score(model, x_adv, x[idx], y[idx], eps)
+        for i in idx[fooled].tolist():
+            self.fooled_by[i] = name
+        self.alive[idx[fooled]] = False
+        self.components.append({"component": name, "images": int(idx.numel()), "fooled": int(fooled.sum()),
+                                "seconds": round(seconds, 2)})
+
+
+def _ours(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: torch.Tensor, eps: float, seed: int,
+          queries: int) -> dict[str, Any]:
+    """arbibench's ensemble, component by component; Square with both schedules of ``p`` on the same survivors."""
+    threat = Linf(eps)
+    ensemble = get_attack("autoattack")
+    draw = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)))
+    tally = _Tally(correct)
+    gradient_part = [a for a in ensemble.attacks if a.name != "square"]
+    for attack in gradient_part:
+        def run_it(xs: torch.Tensor, ys: torch.Tensor, a: Any = attack) -> torch.Tensor:
+            return a(model, xs, ys, threat, component_generator(draw, a.name))
+        tally.run(attack.name, run_it, x, y, eps, model)
+    configured = next(a for a in ensemble.attacks if a.name == "square")
+    variants = {}
+    for label, rescale in (("configured", configured.config.rescale_schedule),
+                           ("flipped", not configured.config.rescale_schedule)):
+        square = get_attack("square", max_queries=queries, p_init=configured.config.p_init, rescale_schedule=rescale)
+        branch = _Tally(tally.alive)
+        branch.fooled_by = list(tally.fooled_by)
+
+        def run_square(xs: torch.Tensor, ys: torch.Tensor, a: Any = square) -> torch.Tensor:
+            return a(model, xs, ys, threat, component_generator(draw, "square"))
+        branch.run("square", run_square, x, y, eps, model)
+        variants[label] = {"rescale_schedule": rescale, "fooled_by": branch.fooled_by,
+                           "square": branch.components[-1], "robust": int(branch.alive.sum())}
+    return {"components": tally.components, "square_variants": variants}
+
+
+def _reference(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: torch.Tensor, eps: float,
+               seed: int, queries: int) -> dict[str, Any]:
+    """The reference's standard loop (its ``run_standard_evaluation`` in one batch), component by component."""
+    import pyautoattack
+
+    ref = pyautoattack.AutoAttack(model, norm="Linf", eps=eps, version="standard", seed=seed, device="cpu")
+    ref.square.n_queries = queries
+
+    def apgd_ce(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        ref.apgd.loss, ref.apgd.seed = "ce", ref.get_seed()
+        return ref.apgd.perturb(xs, ys)
+
+    def apgd_t(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        ref.apgd_targeted.seed = ref.get_seed()
+        return ref.apgd_targeted.perturb(xs, ys)
+
+    def fab_t(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        ref.fab.targeted, ref.fab.n_restarts, ref.fab.seed = True, 1, ref.get_seed()
+        return ref.fab.perturb(xs, ys)
+
+    def square(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        ref.square.seed = ref.get_seed()
+        return ref.square.perturb(xs, ys)
+
+    tally = _Tally(correct)
+    for name, fn in zip(REFERENCE_ORDER, (apgd_ce, apgd_t, fab_t, square), strict=True):
+        tally.run(name, fn, x.contiguous(), y, eps, model)
+    return {"version": pyautoattack.__version__, "components": tally.components, "fooled_by": tally.fooled_by,
+            "robust": int(tally.alive.sum()), "square_rescale_schedule": bool(ref.square.rescale_schedule)}
+
+
+def _piece(model_name: str, eps_text: str, seed: int, args: argparse.Namespace, path: Path) -> None:
+    eps = parse_eps(eps_text)
+    model = load_model(model_name).eval()
+    x, y, idx = load_cifar10(args.n, data_dir=args.data_dir)
+    with torch.no_grad():
+        correct = model(x).argmax(1) == y
+    t0 = time.perf_counter()
+    ours = _ours(model, x, y, correct, eps, seed, args.square_queries)
+    ours_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    reference = _reference(model, x, y, correct, eps, seed, args.square_queries)
+    ref_s = time.perf_counter() - t0
+    atomic_write_json({
+        "model": model_name, "eps": eps_text, "seed": seed, "images": args.n, "indices": idx.tolist(),
+        "correct": correct.tolist(), "square_queries": args.square_queries,
+        "cpu": describe(torch.get_num_threads()), "threads": torch.get_num_threads(),
+        "arbibench": {**ours, "seconds": round(ours_s, 1)}, "reference": {**reference, "seconds": round(ref_s, 1)},
+    }, path)
+
+
+def _summary(out: Path) -> None:
+    rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    if not rows:
+        raise SystemExit(f"no piece files in {out}: run without --summary first")
+    print("| model | eps | seed | clean | arbibench robust | with the other Square schedule | reference robust | "
+          "only arbibench robust | only reference robust | arbibench s | reference s |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        ours = r["arbibench"]["square_variants"]
+        conf, flip = ours["configured"], ours["flipped"]
+        ref = r["reference"]
+        ours_robust = [c and f is None for c, f in zip(r["correct"], conf["fooled_by"], strict=True)]
+        ref_robust = [c and f is None for c, f in zip(r["correct"], ref["fooled_by"], strict=True)]
+        only_ours = sum(a and not b for a, b in zip(ours_robust, ref_robust, strict=True))
+        only_ref = sum(b and not a for a, b in zip(ours_robust, ref_robust, strict=True))
+        grad_s = sum(c["seconds"] for c in r["arbibench"]["components"])
+        print(f"| {r['model']} | {r['eps']} | {r['seed']} | {sum(r['correct'])} | {conf['robust']} "
+              f"(rescale={conf['rescale_schedule']}) | {flip['robust']} (rescale={flip['rescale_schedule']}) | "
+              f"{ref['robust']} | {only_ours} | {only_ref} | {grad_s + conf['square']['seconds']:.0f} | "
+              f"{ref['seconds']:.0f} |")
+    print("\nPer component (images attacked / fooled):")
+    print("| model | eps | seed | library | APGD-CE | APGD-T | FAB-T | Square |")
+    print("| --- | --- | ---: | --- | --- | --- | --- | --- |")
+    for r in rows:
+        ours = r["arbibench"]["components"] + [r["arbibench"]["square_variants"]["configured"]["square"]]
+        for label, comps in (("arbibench", ours), ("reference", r["reference"]["components"])):
+            cells = " | ".join(f"{c['images']} / {c['fooled']}" for c in comps)
+            print(f"| {r['model']} | {r['eps']} | {r['seed']} | {label} | {cells} |")
+
+
+def main() -> None:
+    args = _arguments()
+    if args.summary:
+        _summary(args.out)
+        return
+    try:
+        import pyautoattack  # noqa: F401
+    except ImportError:
+        raise SystemExit("pyautoattack is not installed: pip install --no-deps pyautoattack==0.2.0") from None
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for model_name in args.models.split(","):
+        for eps_text in args.eps.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                path = args.out / f"{model_name}_eps{eps_text.replace('/', '-')}_seed{seed}.json"
+                if path.exists():
+                    print(f"{path.name}: done, kept")
+                    continue
+                t0 = time.perf_counter()
+                _piece(model_name, eps_text, seed, args, path)
+                print(f"{path.name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    _summary(args.out)
+
+
+if __name__ == "__main__":
+    main()

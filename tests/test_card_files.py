@@ -1,0 +1,187 @@
+"""Every card file in the repository, of each kind, reads into its typed card and writes back to a file that reads
+equal; a corrupted copy is refused naming the file and the first bad field as a path.
+
+The kinds: result cards (attack and corruptions, ``model_info/<dataset>/<threat>/``), deploy-check cards
+(``model_info/<dataset>/deploy/``), checkpoint cards (``arbibench/models/checkpoints/``) and findings documents
+(``docs/measurements/findings_*.json``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arbibench.cards import (
+    ONES_PADDING,
+    PIN_FILE,
+    SHIPPED_CHECKPOINTS,
+    TEST_SET_IMAGES,
+    Card,
+    CardError,
+    CardIdentity,
+    CheckpointCard,
+    CorruptionCard,
+    DeployCheckCard,
+    FindingsDocument,
+    ModelCard,
+    read_card_json,
+    shipped_sha256,
+    stale_checkpoint,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_INFO = ROOT / "model_info"
+RESULT_CARDS = sorted(p for p in MODEL_INFO.rglob("*.json") if p.parent.name != "deploy")
+DEPLOY_CARDS = sorted(MODEL_INFO.glob("*/deploy/*.json"))
+CHECKPOINT_CARDS = sorted(SHIPPED_CHECKPOINTS.glob("*.json"))
+FINDINGS = sorted((ROOT / "docs").rglob("findings_*.json"))
+
+
+def _kind(path: Path, data: Any) -> type[Card]:
+    if path in DEPLOY_CARDS:
+        return DeployCheckCard
+    if path in CHECKPOINT_CARDS:
+        return CheckpointCard
+    if path in FINDINGS:
+        return FindingsDocument
+    return CorruptionCard if data.get("threat_model") == "corruptions" else ModelCard
+
+
+ALL_CARDS = [*RESULT_CARDS, *DEPLOY_CARDS, *CHECKPOINT_CARDS, *FINDINGS]
+
+
+def test_the_repository_has_cards_of_every_kind() -> None:
+    assert len(RESULT_CARDS) >= 10 and len(DEPLOY_CARDS) >= 5 and len(CHECKPOINT_CARDS) >= 10 and len(FINDINGS) >= 1
+
+
+@pytest.mark.parametrize("path", ALL_CARDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_card_file_round_trips(path: Path) -> None:
+    data = read_card_json(path)
+    kind = _kind(path, data)
+    card = kind.parse(path, data)
+    written = card.to_dict()
+    assert written["schema_version"] == kind.VERSION
+    again = kind.parse(path, json.loads(json.dumps(written, allow_nan=False)))
+    assert again == replace(card, schema_version=kind.VERSION)
+    assert again.to_dict() == written
+    # what the file held is all still there (a superset where the layout grew: the version, a deploy row's place)
+    for key, value in data.items():
+        if key not in ("card_version", "schema_version", "clean_agreement"):
+            assert written[key] == value, (path, key)
+
+
+def _first_row_field(kind: type[Card], data: dict[str, Any]) -> tuple[list[str | int], str]:
+    """A path to one number inside a list of typed records of ``data`` (the deepest kind of field a card has), or
+    to a top-level number where the card has none."""
+    record_lists = {f.name for f in fields(kind) if f.metadata.get("kind") == "record_list"}
+    for key, value in data.items():
+        if key in record_lists and value and isinstance(value[-1], dict):
+            inner = next((k for k, v in value[-1].items() if isinstance(v, int | float) and not isinstance(v, bool)),
+                         None)
+            if inner is not None:
+                return [key, len(value) - 1, inner], f"{key}[{len(value) - 1}].{inner}"
+    key = next(k for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)
+               and k != "schema_version")
+    return [key], key
+
+
+@pytest.mark.parametrize("path", ALL_CARDS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_corrupted_copy_is_refused_naming_the_field(path: Path) -> None:
+    data = read_card_json(path)
+    kind = _kind(path, data)
+    where, name = _first_row_field(kind, data)
+    bad = copy.deepcopy(data)
+    target = bad
+    for step in where[:-1]:
+        target = target[step]
+    target[where[-1]] = "not a number"
+    with pytest.raises(CardError) as raised:
+        kind.parse(path, bad)
+    assert raised.value.field == name and str(raised.value).startswith(f"{path}: field '{name}': expected")
+
+
+def test_result_cards_share_one_identity_base_and_keep_their_field_order() -> None:
+    identity = {f.name for f in fields(CardIdentity)}
+    assert {"name", "dataset", "method", "checkpoint_sha256", "protocol"} <= identity
+    for cls in (ModelCard, CorruptionCard):
+        assert issubclass(cls, CardIdentity)
+        own = {f.name for f in fields(cls)} - identity
+        assert own and not own & identity
+    card = ModelCard.read(MODEL_INFO / "cifar10" / "Linf" / "resnet20_fp.json")
+    keys = list(card.to_dict())
+    assert keys[:4] == ["schema_version", "name", "link", "authors"]
+    assert keys.index("eps") + 1 == keys.index("eps_text")  # an own field among the base's, where the file has it
+    assert keys.index("checkpoint_sha256") < keys.index("inference") < keys.index("protocol")
+
+
+def test_errors_name_the_file_the_field_path_and_the_fix(tmp_path: Path) -> None:
+    path = DEPLOY_CARDS[0]
+    data = read_card_json(path)
+    cases = [
+        (["clean_agreement", 1, "n_images"], 0, "clean_agreement[1].n_images", "0 is below 1"),
+        (["direct_attacks", 0, "difference"], [0.1, 0.2], "direct_attacks[0].difference",
+         "expected [value, low, high], got a list"),
+        (["checkpoint_sha256"], "abc", "checkpoint_sha256", "expected a sha256 (64 lowercase hex digits)"),
+        (["clean_agreement", 0, "acc_deployed"], 77.4, "clean_agreement[0].acc_deployed",
+         "77.4 is outside [0.0, 1.0] (a ratio, not percent)"),
+        (["schema_version"], 99, "schema_version", "upgrade arbibench"),
+    ]
+    for where, value, name, problem in cases:
+        bad = copy.deepcopy(data)
+        target = bad
+        for step in where[:-1]:
+            target = target[step]
+        target[where[-1]] = value
+        with pytest.raises(CardError) as raised:
+            DeployCheckCard.parse(path, bad)
+        assert str(raised.value) == f"{path}: field '{name}': {problem}" or (
+            str(raised.value).startswith(f"{path}: field '{name}': ") and problem in str(raised.value)), raised.value
+    with pytest.raises(CardError, match="field 'kind': expected 'deploy_check'"):
+        DeployCheckCard.parse(path, {**data, "kind": "other"})
+    missing = {k: v for k, v in read_card_json(CHECKPOINT_CARDS[0]).items() if k != "sha256"}
+    with pytest.raises(CardError, match="field 'sha256': is missing"):
+        CheckpointCard.parse(CHECKPOINT_CARDS[0], missing)
+    moved = tmp_path / "other_name.json"
+    moved.write_text(CHECKPOINT_CARDS[0].read_text())
+    with pytest.raises(CardError, match=f"names '{CHECKPOINT_CARDS[0].stem}.safetensors', but the card is"):
+        CheckpointCard.read(moved)
+
+
+def test_older_deploy_cards_read_their_rows_by_what_they_measured() -> None:
+    """Version 1 deploy cards (no version key) said by a row's place which network and images it measured; read,
+    each row says it, and the leaderboard asks for rows by that, never by place."""
+    data = read_card_json(DEPLOY_CARDS[0])
+    assert "schema_version" not in data and "padding" not in data["clean_agreement"][0]
+    card = DeployCheckCard.parse(DEPLOY_CARDS[0], data)
+    zero, ones, full = card.clean(), card.clean(ONES_PADDING), card.clean(images=TEST_SET_IMAGES)
+    assert zero is not None and ones is not None and full is not None
+    assert (zero.variant, ones.variant, full.variant) == tuple(r["variant"] for r in data["clean_agreement"])
+    assert zero.agreement == data["clean_agreement"][0]["agreement"]
+    reordered = replace(card, clean_agreement=card.clean_agreement[::-1])  # a current card: rows say what they are
+    assert DeployCheckCard.parse(DEPLOY_CARDS[0], reordered.to_dict()).clean(ONES_PADDING) == ones
+
+
+def test_checkpoint_cards_describe_the_shipped_files_and_the_pins_name_them() -> None:
+    pins = shipped_sha256()
+    assert list(pins) == [line.split()[1].removesuffix(".safetensors") for line in PIN_FILE.read_text().splitlines()]
+    for name, sha in pins.items():
+        card = CheckpointCard.read(SHIPPED_CHECKPOINTS / f"{name}.json")
+        assert card.sha256 == sha and card.checkpoint == f"{name}.safetensors"
+        assert card.adversarial == name.endswith("_at") == (card.threat_model is not None)
+        assert all(v.sha256 != sha for v in card.previous_versions)  # a replaced version is never the shipped one
+    deploy = DeployCheckCard.read(DEPLOY_CARDS[0])
+    assert stale_checkpoint(deploy, {deploy.name: deploy.checkpoint_sha256}) is None
+    assert "describe replaced weights" in (stale_checkpoint(deploy, {deploy.name: "0" * 64}) or "")
+
+
+def test_findings_documents_match_rows_across_reports() -> None:
+    doc = FindingsDocument.read(FINDINGS[0])
+    assert doc.findings and all(f.difference.low <= f.difference.value <= f.difference.high for f in doc.findings)
+    keys = {f.key() for f in doc.findings}
+    assert all(r.key() in keys for r in doc.per_column)  # every per-column row belongs to a setting's row
+    assert all(len(r.key(per_column=True)) == 4 for r in doc.per_column)
