@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	# The ray extra too: tests/test_ray_backend.py runs the protocol on a real (loopback-only) Ray cluster.
+	# The ray extra too: tests/test_ray_executor.py runs the protocol on a real (loopback-only) Ray cluster.
 	$(PY) -m pip install -q -e '.[test,ray]'
 	# Test-only: the reference implementation the cross-check tests compare against. --no-deps: its declared
 	# dependencies (scipy, requests, torchvision) are not needed by the submodules the tests import.

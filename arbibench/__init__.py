@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from arbibench.evaluation.inputs import clean_accuracy
     from arbibench.evaluation.model_import import import_checkpoint
     from arbibench.evaluation.result import BenchmarkResult
+    from arbibench.inference import Inference
     from arbibench.models.zoo import load_model
     from arbibench.verify.certify import CertificationResult, certify
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "BenchmarkResult": "arbibench.evaluation.result",
     "CertificationResult": "arbibench.verify.certify",
+    "Inference": "arbibench.inference",
     "benchmark": "arbibench.evaluation.benchmark",
     "certify": "arbibench.verify.certify",
     "clean_accuracy": "arbibench.evaluation.inputs",
@@ -43,6 +45,7 @@ __all__ = [
     "__version__",
     "BenchmarkResult",
     "CertificationResult",
+    "Inference",
     "benchmark",
     "certify",
     "clean_accuracy",

@@ -1,10 +1,10 @@
 """Shared by the before/after benchmarks of issue 15: the "before" model, store rows to compare, machine info.
 
 "Before" is arbibench without the issue's two speed-ups: the query oracle answers from the reference model (not the
-fused inference path) and the runner computes the black-box store batches one after the other (``pool=False``).
+fused path) and the runner computes the black-box store batches one after the other (``pool=False``).
 The library has no switch for the fused path, and needs none: :func:`reference_only` wraps the model in a module
 that ``torch.fx`` cannot trace, so :func:`arbibench.nn.fused.fuse` refuses it and
-:func:`arbibench.nn.fused.inference_model` hands the reference model back with its note, exactly as for any model
+:func:`arbibench.nn.fused.fused_path` hands the reference model back with its note, exactly as for any model
 it cannot fuse. The wrapper's forward is the model's forward, so its logits are the same bit for bit; its state
 dict keys differ (``model.`` prefix), hence its store keys, which is why :func:`store_rows` compares rows without
 model hashes and keys. :func:`before_chunking` also restores the oracle's chunk of that time (256 images per model
@@ -27,9 +27,9 @@ from rich.console import Console
 from torch import fx, nn
 
 from arbibench.attacks import query
-from arbibench.nn.fused import inference_model
+from arbibench.nn.fused import fused_path
 
-REFUSED = "fused inference path refused"
+REFUSED = "fused path refused"
 BEFORE_QUERY_CHUNK = 256  # images per model call of the query oracle before the chunk was measured
 
 
@@ -63,7 +63,7 @@ def reference_only(model: nn.Module) -> tuple[ReferenceOnly, str]:
     """``model`` wrapped so that the query oracle answers from the reference model, and the oracle's note saying so
     (checked: the fused path is refused)."""
     wrapped = ReferenceOnly(model).eval()
-    answering, note = inference_model(wrapped)
+    answering, note = fused_path(wrapped)
     if answering is not wrapped or note is None or not note.startswith(REFUSED):
         raise RuntimeError(f"the fused path was not refused for the 'before' model (note: {note!r})")
     return wrapped, note
@@ -88,7 +88,7 @@ class Notes:
 
 def check_fused(model: nn.Module) -> None:
     """The 'after' model really gets the fused path (and the fused copy is built now, outside any timing)."""
-    answering, note = inference_model(model.eval())
+    answering, note = fused_path(model.eval())
     if answering is model or note is not None:
         raise RuntimeError(f"the fused path is not used for the 'after' model (note: {note!r})")
 
@@ -97,7 +97,7 @@ def warm_up(model: nn.Module, x: torch.Tensor) -> None:
     """One forward of the reference and of the fused copy, so that neither timing pays the first call's setup."""
     with torch.no_grad():
         model(x[:2])
-        inference_model(model)[0](x[:2])
+        fused_path(model)[0](x[:2])
 
 
 def store_rows(path: Path) -> list[tuple]:

@@ -39,7 +39,9 @@ from arbibench.deploy.build import load_library  # noqa: E402
 from arbibench.deploy.threads import kernel_threads  # noqa: E402
 from arbibench.evaluation.plan import plan_evaluation  # noqa: E402
 from arbibench.evaluation.runner import execute  # noqa: E402
+from arbibench.evaluation.settings import RunSettings  # noqa: E402
 from arbibench.evaluation.store import ResultStore  # noqa: E402
+from arbibench.inference import Inference  # noqa: E402
 from arbibench.machine import cpu_model  # noqa: E402
 from arbibench.models.zoo import load_model  # noqa: E402
 from arbibench.protocol.presets import BLACK_BOX, get_protocol  # noqa: E402
@@ -63,7 +65,8 @@ def run_way(way: str, model: torch.nn.Module, attack: str, kwargs: dict, x: torc
     with ResultStore(store) as db:
         inference = "simulation" if way == "simulation" else "deployed"
         plan = plan_evaluation(model, x, y, idx, attacks=[get_attack(attack, **kwargs)], threat=threat,
-                               dataset="cifar10", model_name="bench", store=db, inference=inference)
+                               settings=RunSettings(dataset="cifar10", inference=Inference.parse(inference)),
+                               model_name="bench", store=db)
         if way != "simulation":
             backend = "kernel" if way == "deployed kernel" else "emulator"
             plan.ctx.oracle = deploy(model, backend=backend, threads=threads)

@@ -3,7 +3,7 @@
 The query oracle splits every request into chunks of ``arbibench.attacks.query.QUERY_CHUNK`` images on a CPU, and the
 white-box attacks run whole store batches at once. On a CPU the cost per image is not flat in the batch size: once
 a layer's activations outgrow the caches, a larger batch costs more per image. This script measures it, so that the
-chunk size is a measured choice: milliseconds per image of the fused inference path (what the oracle queries) and of
+chunk size is a measured choice: milliseconds per image of the fused path (what the oracle queries) and of
 the reference model's forward + backward (what a gradient attack pays), for each chunk size, median of
 ``--rounds`` rounds over the same ``--images`` real CIFAR-10 test images.
 
@@ -27,7 +27,7 @@ from before_after import machine_info  # noqa: E402
 
 from arbibench.data import load_cifar10  # noqa: E402
 from arbibench.models.zoo import load_model  # noqa: E402
-from arbibench.nn.fused import inference_model  # noqa: E402
+from arbibench.nn.fused import fused_path  # noqa: E402
 
 
 def ms_per_image(step, x: torch.Tensor, chunk: int, rounds: int) -> float:  # type: ignore[no-untyped-def]
@@ -59,7 +59,7 @@ def main() -> None:
     print("| --- | --- | " + " | ".join("---:" for _ in chunks) + " | ---: |")
     for name in args.models.split(","):
         model = load_model(name).eval()
-        fused = inference_model(model)[0]
+        fused = fused_path(model)[0]
 
         def forward(part: torch.Tensor, fused=fused) -> None:  # type: ignore[no-untyped-def]
             with torch.no_grad():

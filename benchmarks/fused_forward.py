@@ -1,4 +1,4 @@
-"""Forward time of every zoo BNN: fused inference path vs reference model vs the FP twin, in one interleaved run.
+"""Forward time of every zoo BNN: fused path vs reference model vs the FP twin, in one interleaved run.
 
     .venv/bin/python benchmarks/fused_forward.py --threads 1 --rounds 3
 

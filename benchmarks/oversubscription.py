@@ -52,13 +52,13 @@ def _child(workload: str, threads: int, model_name: str, count: int) -> None:
 
     from arbibench.data import load_cifar10
     from arbibench.models.zoo import load_model
-    from arbibench.nn.fused import inference_model
+    from arbibench.nn.fused import fused_path
 
     torch.set_num_threads(threads)
     model = load_model(model_name).eval()
     x, y, _ = load_cifar10(128)
     if workload == "fused":
-        fused, _ = inference_model(model)
+        fused, _ = fused_path(model)
         with torch.no_grad():
             fused(x)  # warm-up
             t0, c0 = time.perf_counter(), time.process_time()

@@ -6,7 +6,7 @@ of them, eps* and the eps sweep) through :func:`arbibench.protocol.run.run_model
 example images (:func:`arbibench.protocol.cards.write_protocol_card`), as the command's per-model callback
 does. Timed: loading the images and the checkpoint, the protocol, the card.
 
-- before: ``run_model(..., pool=False)`` on the reference model (the fused inference path refused, see
+- before: ``run_model(..., pool=False)`` on the reference model (the fused path refused, see
   ``before_after.py``), the query oracle calling the model with up to 256 images at once (64 after);
 - after: today's defaults (``pool=True``, the fused path).
 

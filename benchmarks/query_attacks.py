@@ -1,4 +1,4 @@
-"""Black-box attacks before vs after issue 15 (fused inference path, pooled batches), on the quick protocol's settings.
+"""Black-box attacks before vs after issue 15 (fused path, pooled batches), on the quick protocol's settings.
 
 For Square, SimBA, NES, HopSkipJump and RayS, each at the quick cifar10 protocol's budget (1000 queries, Linf 8/255,
 seed 0) on the quick protocol's black-box images (the 100 images drawn with seed 0 from the first 500 CIFAR-10 test
@@ -6,7 +6,7 @@ images, as ``arbibench protocol run cifar10 --quick`` attacks them), ``resnet20_
 
 - before: the runner with ``pool=False`` on the reference model (see ``before_after.py``: the fused path refused),
   the oracle calling the model with up to 256 images at once (64 after);
-- after: today's default, ``pool=True`` with the fused inference path.
+- after: today's default, ``pool=True`` with the fused path.
 
 Both run through :func:`arbibench.evaluation.runner.evaluate` (clean pass, attack, verification, commits; no model
 checks), each into its own temporary store, in one process; the order alternates from attack to attack (before

@@ -1,4 +1,4 @@
-"""A private Ray head on loopback only, for tests/test_ray_backend.py and the benchmarks that need a real cluster.
+"""A private Ray head on loopback only, for tests/test_ray_executor.py and the benchmarks that need a real cluster.
 
 A module, not a script: the test imports it as ``benchmarks.ray_head`` (pytest puts the repository root on
 ``sys.path``), a benchmark script beside it as ``ray_head``.

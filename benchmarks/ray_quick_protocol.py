@@ -12,7 +12,7 @@ with ``OMP_NUM_THREADS=1``. It times both and compares every row of the stores' 
 columns ``created`` and ``seconds``), the written model cards (without their ``seconds`` fields) and adversarial
 example files, and the printed tables and lines (without progress bars, the card folder and the "finished in" line);
 it also checks that no process of the cluster listened on anything but 127.0.0.1. Exits 1 on any difference, keeping
-the folder. The console notes on how batches were computed (a fused inference path refused, fused-path answers the
+the folder. The console notes on how batches were computed (a fused path refused, fused-path answers the
 reference model contradicted) are listed, not compared: they come from the process that computed the batches, and
 ``protocol run`` prints them only for batches computed in its own per-model pass, never for the Ray workers' (nor
 for batches an earlier run left in the store).
@@ -158,7 +158,7 @@ def main() -> int:
     print("| compared | rows / files / lines | equal |\n| --- | ---: | --- |")
     for what, n, d in checks:
         print(f"| {what} | {n:,} | {'yes' if not d else 'NO'} |")
-    # The console notes (fused inference path refused, fused-path answers contradicted) are said, not compared: they
+    # The console notes (fused path refused, fused-path answers contradicted) are said, not compared: they
     # describe how the batches were computed in this process, and a run whose batches were computed elsewhere
     # (the Ray workers, or an earlier run of the same store) prints none.
     n_equal = len(set(notes_a) & set(notes_b))

@@ -59,7 +59,7 @@ def rows(path: Path) -> list[list[tuple]]:
 
 
 def part1(args: argparse.Namespace, folder: Path) -> None:
-    from arbibench.evaluation.ray_backend import RayBackend
+    from arbibench.evaluation.ray_executor import RayExecutor
 
     protocol = small_protocol(args.n_white, args.n_black, args.batch)
     n_batches = len(MODELS) * (
@@ -74,7 +74,7 @@ def part1(args: argparse.Namespace, folder: Path) -> None:
     reference = None
     for name, workers in (("local", 0), ("ray", 1), ("ray", 2)):
         path = folder / f"{name}-{workers}.db"
-        backend = None if name == "local" else RayBackend(workers=workers, worker_threads=1)
+        backend = None if name == "local" else RayExecutor(workers=workers, worker_threads=1)
         t0 = time.perf_counter()
         if backend is not None:
             backend._start()  # a private Ray on this machine and its workers: timed apart from the protocol
@@ -101,7 +101,7 @@ def part2(args: argparse.Namespace) -> None:
     threat = Linf(full.eps)
     dev = torch.device("cpu")
     t0 = time.perf_counter()
-    clean = compute_batch(model, None, threat, 0, 0, x, y, None, dev)
+    clean = compute_batch(model, None, threat, 0, 0, x, y, None, dev, oracle=model)
     per_image = {"clean": (time.perf_counter() - t0) / len(y)}
     clean_ok = torch.tensor(clean.clean_correct)
     scale: dict[str, float] = {"clean": 1.0}
@@ -112,7 +112,7 @@ def part2(args: argparse.Namespace) -> None:
             kwargs["max_queries"] = args.queries
         attack = attack_for_target(get_attack(spec.name, **kwargs), "resnet20_bnn")
         t0 = time.perf_counter()
-        compute_batch(model, attack, threat, 0, 0, x, y, clean_ok, dev)
+        compute_batch(model, attack, threat, 0, 0, x, y, clean_ok, dev, oracle=model)
         per_image[spec.name] = (time.perf_counter() - t0) / len(y)
         scale.setdefault(spec.name, 1.0)
     t0 = time.perf_counter()

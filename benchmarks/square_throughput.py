@@ -4,7 +4,7 @@ issue 15 vs torchattacks 3.5.1, in one process on the same images.
 Square at Linf 8/255, p_init 0.8, the same query budget and seed 0 everywhere, on the first ``--n`` test images:
 
 - arbibench today: the runner (:func:`arbibench.evaluation.runner.evaluate`: clean pass, attack, verification and
-  store commits; no model checks) with its defaults, pooled black-box batches and the fused inference path, at store
+  store commits; no model checks) with its defaults, pooled black-box batches and the fused path, at store
   batch size ``--batch-size`` (default 50, i.e. 4 store batches of 200 images: pooling runs the still-robust images
   of several store batches in one forward batch of about the store batch size, so with one store batch of 200 it
   would have nothing to pool);

@@ -33,7 +33,7 @@ def test_compute_batch_gives_the_committed_rows(tmp_path: Path, data_dir: Path) 
         for b, start in enumerate(range(0, N, BATCH)):
             s = slice(start, start + BATCH)
             clean_b = None if attack is None else torch.from_numpy(clean.clean_correct[s])
-            out = compute_batch(model, attack, threat, 5, b, x[s], y[s], clean_b, torch.device("cpu"))
+            out = compute_batch(model, attack, threat, 5, b, x[s], y[s], clean_b, torch.device("cpu"), oracle=model)
             assert out.batch_index == b
             assert out.clean_correct == stored.clean_correct[s].tolist()
             assert out.adv_correct == stored.adv_correct[s].tolist()

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arbibench.deploy import build
-from arbibench.deploy.backends import get_backend
 from arbibench.deploy.build import KernelUnavailableError
+from arbibench.deploy.conv_kernels import get_conv_kernel
 from arbibench.deploy.emulator import emulate_conv
 from arbibench.deploy.kernel import kernel_available, kernel_conv, resolve_isa
 from arbibench.deploy.semantics import (
@@ -174,16 +174,16 @@ def test_no_compiler_falls_back_to_the_emulator_once(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("ARBIBENCH_CACHE", str(tmp_path))  # nothing cached
     monkeypatch.setenv("CC", "")
     with pytest.raises(build.KernelUnavailableError, match="CC"):
-        get_backend("kernel")
+        get_conv_kernel("kernel")
     monkeypatch.delenv("CC")
     monkeypatch.setenv("PATH", str(tmp_path))  # no cc, gcc or clang on PATH
     with pytest.raises(build.KernelUnavailableError, match="no C compiler"):
-        get_backend("kernel")
-    import arbibench.deploy.backends as backends
+        get_conv_kernel("kernel")
+    import arbibench.deploy.conv_kernels as conv_kernels
 
-    backends._SAID.clear()
+    conv_kernels._SAID.clear()
     with caplog.at_level(logging.WARNING, logger="arbibench.deploy"):
-        first, second = get_backend("auto"), get_backend("auto")
+        first, second = get_conv_kernel("auto"), get_conv_kernel("auto")
     assert first.name == second.name == "emulator"
     notes = [r.getMessage() for r in caplog.records if r.name == "arbibench.deploy"]
     assert len(notes) == 1 and "no C kernel" in notes[0] and "numba" in notes[0]  # said once, with both reasons

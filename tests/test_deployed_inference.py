@@ -82,3 +82,48 @@ def test_deploying_a_full_precision_model_is_one_clear_error(tmp_path, data_dir)
     with pytest.raises(ValueError, match="inference must be one of"):
         benchmark("resnet20_bnn", n_examples=8, attacks=("fgsm",), data_dir=data_dir, store=tmp_path / "t.db",
                   progress=False, inference="bits")
+
+
+def test_a_sweep_measures_the_deployed_network_under_its_own_keys(tmp_path, data_dir, monkeypatch):
+    """``arbibench sweep --inference deployed``: the deployed network answers (the simulation's sweep never asks it),
+    and every evaluation of the sweep is its own, keyed apart from the simulation's."""
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+    from arbibench.deploy import DeployedModel
+
+    shown = CliRunner().invoke(app, ["sweep", "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "--inference" in shown.output
+    answered: list[int] = []
+    forward = DeployedModel.forward
+
+    def counted(self: DeployedModel, x: torch.Tensor) -> torch.Tensor:
+        answered.append(len(x))
+        return forward(self, x)
+
+    monkeypatch.setattr(DeployedModel, "forward", counted)
+    store = tmp_path / "s.db"
+    args = ["sweep", "--model", "resnet20_xnor", "--eps", "1/255,8/255", "--attack", "fgsm", "-n", "12",
+            "--store", str(store), "--data-dir", str(data_dir)]
+    sim = CliRunner().invoke(app, args)
+    assert sim.exit_code == 0, sim.output
+    assert answered == []  # the simulation answered everything
+    dep = CliRunner().invoke(app, [*args, "--inference", "deployed"])
+    assert dep.exit_code == 0, dep.output
+    assert sum(answered) >= 12  # at least the clean pass of the 12 images, then each eps's verification
+    with ResultStore(store) as db:
+        rows = [(key, json.loads(spec)) for key, spec in db.conn.execute("SELECT eval_key, spec FROM evaluations")]
+        keys: dict[str, set[str]] = {}
+        for key, spec in rows:
+            keys.setdefault(spec.get("inference", "simulation"), set()).add(key)
+        # one clean pass and one evaluation per eps for each network, none shared
+        assert {k: len(v) for k, v in keys.items()} == {"simulation": 3, "deployed": 3}
+        deployed_clean = next(k for k, s in rows if s.get("inference") == "deployed" and s["attack"] == "clean")
+        clean = db.outcomes(deployed_clean).clean_correct
+    from arbibench.data import load_cifar10
+
+    xs, ys, _ = load_cifar10(12, data_dir=data_dir)
+    with torch.no_grad():  # the stored clean outcomes are the deployed network's answers
+        assert clean.tolist() == (deployed(load_model("resnet20_xnor"))(xs).argmax(1) == ys).tolist()
+    refused = CliRunner().invoke(app, [*args, "--inference", "bits"])
+    assert refused.exit_code != 0 and "inference must be one of" in refused.output

@@ -1,4 +1,4 @@
-"""The fused inference path: bit-for-bit the reference model's logits on real CIFAR-10, refused where it cannot be,
+"""The fused path: bit-for-bit the reference model's logits on real CIFAR-10, refused where it cannot be,
 and never trusted alone to end an attack."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from arbibench.attacks.query import QueryModel
 from arbibench.data import load_cifar10
 from arbibench.models.architectures import build_model
 from arbibench.models.zoo import ZOO, load_model
-from arbibench.nn.fused import FusedBinaryConv2d, FusionError, fuse, inference_model
+from arbibench.nn.fused import FusedBinaryConv2d, FusionError, fuse, fused_path
 
 BINARY_ZOO = [name for name, e in ZOO.items() if e.shipped and e.method != "fp"]
 # Tolerance on the logits: none. Every product of a fused convolution equals the reference's exactly (module doc).
@@ -44,7 +44,7 @@ def test_refused_for_torch_sign_models_with_a_note() -> None:
     model = build_model("resnet20", "recu").eval()  # imported presets binarize with torch.sign (0 -> 0)
     with pytest.raises(FusionError, match="torch.sign"):
         fuse(model)
-    answered_by, note = inference_model(model)
+    answered_by, note = fused_path(model)
     assert answered_by is model and note is not None and "refused" in note
 
 
@@ -54,17 +54,17 @@ def test_refused_in_training_mode_and_without_binary_layers() -> None:
     fp = load_model("resnet20_fp")
     with pytest.raises(FusionError, match="no binary layer"):
         fuse(fp)
-    assert inference_model(fp)[0] is fp
+    assert fused_path(fp)[0] is fp
 
 
 def test_rebuilt_when_the_reference_changes(data_dir: Path) -> None:
     x, _, _ = load_cifar10(16, data_dir=data_dir)
     model = load_model("resnet20_bnn")
-    first, note = inference_model(model)
-    assert note is None and inference_model(model)[0] is first  # cached
+    first, note = fused_path(model)
+    assert note is None and fused_path(model)[0] is first  # cached
     with torch.no_grad():
         model.fc.bias.add_(1.0)
-    second, _ = inference_model(model)
+    second, _ = fused_path(model)
     assert second is not first and torch.equal(_logits(second, x), _logits(model, x))
 
 
@@ -80,7 +80,7 @@ def test_a_disagreeing_fused_answer_costs_queries_never_a_result(monkeypatch, da
     model = load_model("resnet20_bnn")
     keep = model(x).argmax(1) == y
     x, y = x[keep & (y != 1)], y[keep & (y != 1)]
-    monkeypatch.setattr("arbibench.attacks.query.inference_model", lambda m: (_AlwaysWrong(), None))
+    monkeypatch.setattr("arbibench.attacks.query.fused_path", lambda m: (_AlwaysWrong(), None))
     oracle = QueryModel(model, x, y, Linf(8 / 255), max_queries=5)
     logits = oracle.scores(x, torch.arange(len(x)))
     assert oracle.discrepancies == len(x)  # every "fooled" answer was contradicted by the reference

@@ -20,7 +20,7 @@ from arbibench.leaderboard.cards import ranked_card
 from arbibench.models.zoo import load_model
 from arbibench.protocol.grid_check import grid_check
 from arbibench.protocol.presets import Protocol, get_protocol, on_grid
-from arbibench.protocol.run import plan_model, protocol_subsets
+from arbibench.protocol.run import plan_model, protocol_subsets, run_settings
 
 runner = CliRunner()
 
@@ -102,7 +102,8 @@ def test_protocol_on_the_grid_plans_every_evaluation_on_it(data_dir: Path, tmp_p
     assert protocol.label.endswith("on the uint8 grid") and protocol.eps_star_attacks == ()
     with ResultStore(tmp_path / "s.db") as db:
         subsets = protocol_subsets(protocol, data_dir)
-        plan = plan_model(load_model("resnet20_bnn"), "resnet20_bnn", protocol, db, subsets, data_dir=data_dir)
+        plan = plan_model(load_model("resnet20_bnn"), "resnet20_bnn", protocol, db, subsets,
+                          settings=run_settings(protocol), data_dir=data_dir)
         assert len(plan.plans) == 2 + len(protocol.sweep_eps)
         for p in plan.plans:
             assert p.ctx.threat.grid == "uint8"

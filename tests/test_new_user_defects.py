@@ -167,16 +167,16 @@ needs_kernel = pytest.mark.skipif(not kernel_available()[0], reason=f"no C kerne
 @needs_kernel
 def test_deployed_threads_follow_set_num_threads_at_each_forward(images: torch.Tensor,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import arbibench.deploy.backends as backends
+    import arbibench.deploy.conv_kernels as conv_kernels
 
     seen: list[int] = []
-    real = backends.kernel_conv
+    real = conv_kernels.kernel_conv
 
     def spy(*args: Any, **kwargs: Any) -> torch.Tensor:
         seen.append(args[2])  # kernel_conv(d, spec, threads, ...)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(backends, "kernel_conv", spy)
+    monkeypatch.setattr(conv_kernels, "kernel_conv", spy)
     model = load_model("resnet20_bnn")
     before = torch.get_num_threads()
     try:

@@ -221,13 +221,13 @@ def test_each_evaluation_is_planned_once_and_the_backend_gets_those_plans(tiny_p
     """With a backend, run_protocol plans every evaluation once (model checks and store keys), hands those plans to
     the backend, and executes the same plans: no evaluation is assembled a second time."""
     from arbibench.evaluation import plan as plan_module
-    from arbibench.evaluation.backends import Backend
+    from arbibench.evaluation.executors import Executor
 
     checked = []
     real_check = plan_module.check_model
     monkeypatch.setattr(plan_module, "check_model", lambda *a, **k: checked.append(1) or real_check(*a, **k))
 
-    class Recording(Backend):
+    class Recording(Executor):
         name = "recording"
 
         def __init__(self) -> None:
@@ -259,7 +259,7 @@ def test_a_stored_only_report_over_a_store_without_the_eps_star_search_keeps_the
     import shutil
     import sqlite3
 
-    from arbibench.evaluation.stored_only import StoredOnlyBackend
+    from arbibench.evaluation.stored_only import StoredOnlyExecutor
 
     results, db_path = tiny_run
     db = tmp_path / "earlier.db"
@@ -273,7 +273,7 @@ def test_a_stored_only_report_over_a_store_without_the_eps_star_search_keeps_the
         before = conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
     with ResultStore(db, read_only=True) as store:
         (fp,) = run_protocol(tiny_protocol, ["resnet20_fp"], store, data_dir=data_dir, progress=False,
-                             backend=StoredOnlyBackend())
+                             backend=StoredOnlyExecutor())
     assert fp.eps_star is None and fp.rs == results[0].rs and fp.clean_acc == results[0].clean_acc
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == before

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arbibench.cli import app
-from arbibench.evaluation.backends import Backend
+from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.store import ResultStore
 from arbibench.operations.split import check_attack_names, compute_attacks, protocol_attack_names
 from arbibench.protocol import BLACK_BOX, WHITE_BOX, AttackSpec, get_protocol
@@ -85,7 +85,7 @@ def test_a_split_run_stores_what_the_whole_run_stores(small_protocol, data_dir, 
 
 
 def test_a_backend_gets_only_the_named_attacks(small_protocol, data_dir, tmp_path):
-    class Recording(Backend):
+    class Recording(Executor):
         name = "recording"
 
         def __init__(self) -> None:

@@ -85,10 +85,10 @@ def test_bf16_autocast_trains_and_ships_float32_measured_in_float32(tmp_path, da
     model = build_model("resnet20", "reactnet")
     model.load_state_dict(weights)
     from arbibench.data.cifar10 import read_cifar10_arrays
-    from arbibench.train.accuracy import evaluate
+    from arbibench.train.accuracy import top1_accuracy
 
     x, y = read_cifar10_arrays("test", data_dir)
-    assert evaluate(model, x[:100], y[:100]) == bf16["clean_acc"]
+    assert top1_accuracy(model, x[:100], y[:100]) == bf16["clean_acc"]
 
 
 def test_execution_refuses_what_it_cannot_run():

@@ -41,13 +41,13 @@ def test_the_split_is_the_last_training_images_and_disjoint_from_training(data_d
 
 def test_the_run_ships_its_best_validation_epoch_and_never_looks_at_the_test_set(tmp_path, data_dir, monkeypatch):
     seen_sizes: list[int] = []
-    evaluate = accuracy.evaluate
+    measure = accuracy.top1_accuracy
 
     def spy(model, x, y, batch_size=500):
         seen_sizes.append(len(y))
-        return evaluate(model, x, y, batch_size)
+        return measure(model, x, y, batch_size)
 
-    monkeypatch.setattr(accuracy, "evaluate", spy)
+    monkeypatch.setattr(accuracy, "top1_accuracy", spy)
     summary = train(_tiny(), tmp_path / "run", data_dir, log=lambda m: None, eval_examples=150)
     history = summary["history"]
     assert all("val_acc" in h and "test_acc_1000" not in h for h in history)
@@ -66,9 +66,9 @@ def test_the_run_ships_its_best_validation_epoch_and_never_looks_at_the_test_set
 def test_a_stalled_run_stops_after_its_patience(tmp_path, data_dir, monkeypatch):
     # the validation accuracy peaks at epoch 1 and never comes back (the test set, 50 images, is measured for real)
     per_epoch = iter([0.5, 0.4, 0.45, 0.3, 0.3, 0.3])
-    evaluate = accuracy.evaluate
-    monkeypatch.setattr(accuracy, "evaluate",
-                        lambda model, x, y, batch_size=500: next(per_epoch) if len(y) == 100 else evaluate(model, x, y))
+    measure = accuracy.top1_accuracy
+    monkeypatch.setattr(accuracy, "top1_accuracy",
+                        lambda model, x, y, batch_size=500: next(per_epoch) if len(y) == 100 else measure(model, x, y))
     summary = train(_tiny(epochs=6, patience=2), tmp_path / "run", data_dir, log=lambda m: None, eval_examples=50)
     assert len(summary["history"]) == 3
     assert summary["validation"]["stopped_early"] is True and summary["validation"]["best_epoch"] == 1

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     )
     from arbibench.attacks.autoattack import AutoAttack, AutoAttackConfig
     from arbibench.attacks.base import (
+        ACCESS_GROUPS,
         BLACK_BOX,
         DECISION_BASED,
         FAMILIES,
@@ -83,6 +84,7 @@ _LAZY: dict[str, str] = {
     "apgd_should_halve": "arbibench.attacks.apgd",
     "AutoAttack": "arbibench.attacks.autoattack",
     "AutoAttackConfig": "arbibench.attacks.autoattack",
+    "ACCESS_GROUPS": "arbibench.attacks.base",
     "BLACK_BOX": "arbibench.attacks.base",
     "DECISION_BASED": "arbibench.attacks.base",
     "FAMILIES": "arbibench.attacks.base",
@@ -155,6 +157,7 @@ __all__ = [
     "describe_attacks",
     "parse_attack_spec",
     "register",
+    "ACCESS_GROUPS",
     "BLACK_BOX",
     "DECISION_BASED",
     "FAMILIES",

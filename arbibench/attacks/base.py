@@ -28,6 +28,7 @@ DECISION_BASED = "decision-based"  # only the predicted label
 TRANSFER = "transfer"  # nothing but one label query: the examples are crafted on a surrogate model
 FAMILIES = (WHITE_BOX, SCORE_BASED, DECISION_BASED, TRANSFER)
 BLACK_BOX = "black-box"  # the protocol's (and the cards') group of every family but white-box
+ACCESS_GROUPS = (WHITE_BOX, BLACK_BOX)  # the protocol's two groups of families (a card's attack "family")
 NORMS = ("Linf", "L2")
 
 
@@ -128,8 +129,8 @@ class AttackOutput:
     # float64 [N], attacks that search for the smallest adversarial perturbation (FAB, DeepFool, black-box):
     # the smallest one found per image, measured in the threat model's norm, possibly beyond eps; inf where none
     min_distance: torch.Tensor | None = None
-    discrepancies: int = 0  # query answers of the fused inference path the reference model contradicted
-    inference_note: str | None = None  # why the reference model answered the queries, when it did
+    discrepancies: int = 0  # query answers of the fused path the reference model contradicted
+    fusion_note: str | None = None  # why the reference model answered the queries, when it did
 
 
 class Attack:

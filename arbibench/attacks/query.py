@@ -7,7 +7,7 @@ as an error, not as an inflated success rate. The oracle also records, per sampl
 first answered for an input that is misclassified *and* inside the threat model (within eps, in [0, 1]): "queries
 at success", so every black-box attack reports query counts the same way whatever its internal bookkeeping.
 
-The oracle answers from the model's fused inference path (:func:`arbibench.nn.fused.inference_model`: the same
+The oracle answers from the model's fused path (:func:`arbibench.nn.fused.fused_path`: the same
 logits bit for bit, without re-binarizing the kernels at every query) and confirms on the reference model every
 answer that would end a sample's attack (misclassified within the threat model). Should the two ever disagree, the
 attack is given the reference's answer and carries on, and ``discrepancies`` counts it: a disagreement can cost
@@ -40,7 +40,7 @@ from arbibench.attacks.base import (
     require_int,
 )
 from arbibench.attacks.threat import ThreatModel
-from arbibench.nn.fused import inference_model
+from arbibench.nn.fused import fused_path
 
 ACCESS = ("scores", "labels")
 # Largest batch sent to the model at once. On a CPU the cost per image grows once a batch's activations fall out
@@ -148,7 +148,7 @@ class QueryModel:
         require_choice("access", access, ACCESS)
         require_int("max_queries", max_queries, 1)
         self.reference = model
-        self._model, self.inference_note = inference_model(model)
+        self._model, self.fusion_note = fused_path(model)
         self.discrepancies = 0  # fused answers the reference contradicted (see the module docstring)
         self.x0, self.y, self.threat = x.detach(), y, threat
         self.access, self.max_queries = access, max_queries
@@ -288,7 +288,7 @@ class BlackBoxAttack(Attack):
         """The attack on one batch as query steps (for :func:`run_pooled`), returning an ``AttackOutput``.
 
         The same checks as :meth:`Attack.output`: inputs validated, the result verified against the threat model.
-        The steps' requests must be answered with ``forward_queries(inference_model(model)[0], request)``.
+        The steps' requests must be answered with ``forward_queries(fused_path(model)[0], request)``.
         """
         _validate_inputs(model, x, y, threat, generator)
         x = x.detach()
@@ -312,7 +312,7 @@ class BlackBoxAttack(Attack):
             queries=torch.where(fooled_within, oracle.success_queries, oracle.queries),
             min_distance=min_distance,
             discrepancies=oracle.discrepancies,
-            inference_note=oracle.inference_note,
+            fusion_note=oracle.fusion_note,
         )
 
     def attack(

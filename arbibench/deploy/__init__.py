@@ -7,9 +7,9 @@ are defined in :mod:`arbibench.deploy.semantics`. ``deployed(model)`` caches the
 
 from __future__ import annotations
 
-from arbibench.deploy.backends import BACKENDS, Backend, get_backend
 from arbibench.deploy.build import KernelUnavailableError
 from arbibench.deploy.cache import deployed
+from arbibench.deploy.conv_kernels import CONV_KERNELS, ConvKernel, get_conv_kernel
 from arbibench.deploy.convert import DeployedConv2d, DeployedModel, DeployError, deploy
 from arbibench.deploy.semantics import (
     DEPLOYED,
@@ -21,13 +21,13 @@ from arbibench.deploy.semantics import (
 )
 
 __all__ = [
-    "BACKENDS",
+    "CONV_KERNELS",
     "DEPLOYED",
     "EMULATOR",
     "SEMANTICS",
     "SIGN_CONVENTIONS",
     "SIMULATION",
-    "Backend",
+    "ConvKernel",
     "BinaryConvSpec",
     "DeployError",
     "DeployedConv2d",
@@ -35,5 +35,5 @@ __all__ = [
     "KernelUnavailableError",
     "deploy",
     "deployed",
-    "get_backend",
+    "get_conv_kernel",
 ]

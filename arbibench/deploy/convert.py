@@ -22,7 +22,7 @@ import operator
 import torch
 from torch import fx, nn
 
-from arbibench.deploy.backends import Backend, get_backend
+from arbibench.deploy.conv_kernels import ConvKernel, get_conv_kernel
 from arbibench.deploy.pooling import AvgPool2x2, is_plain_2x2, matches_torch
 from arbibench.deploy.semantics import PM1, PM1_ZERO, BinaryConvSpec, Glue, fold_epilogue, glue_of
 from arbibench.nn.activations import RPReLU
@@ -95,7 +95,7 @@ class DeployedConv2d(nn.Module):
 
     threshold: torch.Tensor | None
 
-    def __init__(self, spec: BinaryConvSpec, kind: str, threshold: torch.Tensor | None, backend: Backend,
+    def __init__(self, spec: BinaryConvSpec, kind: str, threshold: torch.Tensor | None, backend: ConvKernel,
                  glue: Glue | None = None) -> None:
         super().__init__()
         self.spec, self.kind, self.backend, self.glue = spec, kind, backend, glue
@@ -123,7 +123,7 @@ class DeployedConv2d(nn.Module):
             if residual is None or self._fits(x, residual):
                 return self.backend.fused(x, self.spec, self.sign_threshold(x), residual, self.glue)
             # a residual that broadcasts (or is not float32): the kernel computes the convolution and its epilogue,
-            # torch the add and the activation, the same operations in the same order as the other backends
+            # torch the add and the activation, the same operations in the same order as the other conv kernels
             y = self.backend.fused(x, self.spec, self.sign_threshold(x), None, None)
         else:
             y = self.backend.conv(self.argument(x).contiguous(), self.spec)
@@ -180,10 +180,10 @@ def _glue_chain(node: fx.Node, modules: dict[str, nn.Module], channels: int) -> 
 class DeployedModel(nn.Module):
     """The deployed network: takes [0, 1] images like every arbibench model and returns logits; inference only."""
 
-    #: Queried as it is: the fused float path (:func:`arbibench.nn.fused.inference_model`) has nothing to add.
-    is_inference_form = True
+    #: Queried as it is: the fused float path (:func:`arbibench.nn.fused.fused_path`) has nothing to add.
+    is_fused_form = True
 
-    def __init__(self, graph: fx.GraphModule, backend: Backend, pad: int, folded: bool) -> None:
+    def __init__(self, graph: fx.GraphModule, backend: ConvKernel, pad: int, folded: bool) -> None:
         super().__init__()
         self.graph_module = graph
         self.backend = backend.name
@@ -242,17 +242,17 @@ def _check_model(model: nn.Module) -> None:
         raise DeployError("the model has no binary convolution: nothing to deploy")
 
 
-def _checked_backend(model: nn.Module, backend: str, pad: int, threads: int | None, isa: str) -> Backend:
-    """The backend to deploy ``model`` on, after every refusal: before any copy, and before the first forward."""
+def _checked_conv_kernel(model: nn.Module, backend: str, pad: int, threads: int | None, isa: str) -> ConvKernel:
+    """The conv kernel to deploy ``model`` on, after every refusal: before any copy, and before the first forward."""
     if pad not in (-1, 0, 1):
         raise DeployError(f"pad={pad!r}: use 0 (exact zero padding), or +1 / -1 (hardware without zero padding)")
     _check_model(model)  # before the backend is built or compiled
-    chosen = get_backend(backend, threads, isa)
+    chosen = get_conv_kernel(backend, threads, isa)
     _check_words(model, chosen)  # a layer too wide for the chosen backend, by name
     return chosen
 
 
-def _check_words(model: nn.Module, backend: Backend) -> None:
+def _check_words(model: nn.Module, backend: ConvKernel) -> None:
     """DeployError naming the first binary convolution whose packed patch exceeds ``backend``'s word limit."""
     if backend.max_words is None:
         return
@@ -278,7 +278,7 @@ def deploy(
 ) -> DeployedModel:
     """The deployed form of an eval-mode binary ``model``; ``model`` itself is not changed.
 
-    ``backend``: ``"kernel"`` (C, compiled on first use), ``"numba"``, ``"emulator"`` (pure torch, the oracle), or
+    ``backend``: ``"kernel"`` (C, compiled on first use), ``"numba"``, ``"emulator"`` (pure torch, the reference), or
     ``"auto"`` (kernel, else numba, else emulator, said once). ``pad``: 0 for exact zero padding; +1 / -1 for
     hardware without zero padding (a different network). ``threads``: the kernel's threads (default: torch's at each
     forward, so ``torch.set_num_threads`` after deploying sets them too).
@@ -286,9 +286,9 @@ def deploy(
     way); False keeps torch's BatchNorm, so power-of-two-scaled presets (bnn, irnet) equal the simulation exactly.
     ``isa``: the kernel's popcount, ``"auto"``, ``"avx512"``, ``"avx2"`` or ``"scalar"``. Where a residual add
     and a hardtanh / PReLU / RPReLU follow a folded BatchNorm, they join the convolution's node (the C kernel
-    computes them in its epilogue, the other backends with the same torch operations).
+    computes them in its epilogue, the other conv kernels with the same torch operations).
     """
-    chosen = _checked_backend(model, backend, pad, threads, isa)
+    chosen = _checked_conv_kernel(model, backend, pad, threads, isa)
     ref = copy.deepcopy(model)
     try:
         graph = _LeafTracer().trace(ref)

@@ -1,4 +1,4 @@
-"""The emulator of ``deployed``: pure torch, no compiled code, the oracle of every kernel.
+"""The emulator of ``deployed``: pure torch, no compiled code, the reference every kernel is tested against.
 
 A float32 convolution of the deployed activations (+-1, or with torch.sign's 0, or {0, 1}) with the *unscaled*
 kernel of -1, 0, +1 computes integers: every partial sum is an integer of magnitude at most ``C * KH * KW``, far

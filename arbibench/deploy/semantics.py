@@ -31,7 +31,7 @@
     A pure-torch computation of ``deployed`` (:mod:`arbibench.deploy.emulator`): a float32 convolution of the +-1
     (0) activations with the unscaled +-1 (0) kernel, whose every partial sum is an integer far below ``2**24`` and
     so exact in float32 in any summation order, then the same epilogue with the same two roundings. It needs no
-    compiled code and is the oracle the C kernel is tested against bit for bit.
+    compiled code and is the reference the C kernel is tested against bit for bit.
 
 Where ``deployed`` and ``simulation`` agree: when every ``s_c`` is a power of two (bnn: 1; irnet: Libra-PB's
 ``2^round(...)``) the simulation's convolution output is ``acc * s_c`` exactly, since every product and partial sum
@@ -54,10 +54,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from arbibench.inference import Inference
 from arbibench.nn.activations import RPReLU
 
-SIMULATION = "simulation"
-DEPLOYED = "deployed"
+# the simulation and the deployed form are the two networks an evaluation can ask (arbibench.inference), named once
+SIMULATION = Inference.SIMULATION
+DEPLOYED = Inference.DEPLOYED
 EMULATOR = "emulator"
 SEMANTICS = (SIMULATION, DEPLOYED, EMULATOR)
 

@@ -1,5 +1,6 @@
-"""Evaluation: what to compute (``plan``), its executors (the local ``runner``; a ``backends.Backend`` such as Ray,
-chosen by ``backend_registry``), the result store and the ARBiBench metrics, and the cards of a benchmark result.
+"""Evaluation: what to compute (``plan``, under ``settings``), its executors (the local ``runner``; an
+``executors.Executor`` such as Ray, chosen by ``executor_registry`` from ``--backend``), the result store and the
+ARBiBench metrics, and the cards of a benchmark result.
 
 Only the torch-free metrics are re-exported here so that ``import arbibench.evaluation`` stays cheap.
 """

@@ -27,7 +27,7 @@ def batch_generator(seed: int, batch_index: int) -> torch.Generator:
 @dataclass(frozen=True)
 class BatchOutcome:
     """The per-sample columns of one store batch, in the batch's order, as :meth:`ResultStore.commit_batch` takes
-    them, plus what the oracle reports about the fused inference path."""
+    them, plus what the queries report about the fused path (:func:`arbibench.nn.fused.fused_path`)."""
 
     batch_index: int
     clean_correct: list[bool]
@@ -35,7 +35,7 @@ class BatchOutcome:
     perturbation: list[float]
     queries: list[int | None] | None  # black-box attacks only
     discrepancies: int = 0  # fused-path answers the reference model contradicted
-    inference_note: str | None = None  # why the reference model answered the queries, when it did
+    fusion_note: str | None = None  # why the reference model answered the queries, when it did
 
 
 def layout(x: torch.Tensor) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
@@ -54,29 +54,30 @@ def compute_batch(
     y: torch.Tensor,
     clean_correct: torch.Tensor | None,
     device: torch.device,
-    oracle: nn.Module | None = None,
+    *,
+    oracle: nn.Module,
 ) -> BatchOutcome:
     """The outcome columns of one store batch: the clean pass (``attack=None``) or ``attack`` on the images that
-    ``clean_correct`` (the batch's clean outcomes) marks as correctly classified, verified on ``model``.
+    ``clean_correct`` (the batch's clean outcomes) marks as correctly classified, verified on ``oracle``.
 
-    With an ``oracle`` (the deployed network of a BNN), the oracle answers the clean pass and every black-box query
-    and decides every outcome; a white-box attack still takes its gradients on ``model``, the simulation."""
+    ``oracle`` is the context's (:attr:`arbibench.evaluation.plan.EvaluationContext.oracle`: ``model`` itself, or
+    the deployed network of a BNN): it answers the clean pass and every black-box query and decides every outcome;
+    a white-box attack takes its gradients on ``model``, the simulation."""
     xb, yb = x.to(device), y.to(device)
-    decider = model if oracle is None else oracle
     if attack is None:
         with torch.no_grad():
-            logits = decider(xb)
+            logits = oracle(xb)
         check_finite_logits(logits, f"clean pass, batch {batch_index}")
-        return outcome_columns(decider, threat, "clean", batch_index, xb, yb, logits.argmax(1) == yb, None)
+        return outcome_columns(oracle, threat, "clean", batch_index, xb, yb, logits.argmax(1) == yb, None)
     if clean_correct is None:
         raise ValueError(f"batch {batch_index} of {attack.name} needs the clean outcomes of its images")
     clean_ok = clean_correct.to(device=device, dtype=torch.bool)
     attacked = clean_ok.nonzero().flatten()
     output = None
-    target = model if attack.needs_gradients else decider
+    target = model if attack.needs_gradients else oracle
     if len(attacked):
         output = attack.output(target, xb[attacked], yb[attacked], threat, batch_generator(seed, batch_index))
-    return outcome_columns(decider, threat, attack.name, batch_index, xb, yb, clean_ok, output)
+    return outcome_columns(oracle, threat, attack.name, batch_index, xb, yb, clean_ok, output)
 
 
 def outcome_columns(
@@ -120,5 +121,5 @@ def outcome_columns(
             queries = [None] * len(y)
             for i, q in zip(attacked.tolist(), output.queries.tolist(), strict=True):
                 queries[i] = int(q)
-            discrepancies, note = output.discrepancies, output.inference_note
+            discrepancies, note = output.discrepancies, output.fusion_note
     return BatchOutcome(batch_index, clean_ok.tolist(), adv_ok.tolist(), pert.tolist(), queries, discrepancies, note)

@@ -1,13 +1,13 @@
-"""The store batches a backend still has to compute, what a worker computes for one, and the backends' base.
+"""The store batches an executor still has to compute, what a worker computes for one, and the executors' base.
 
-Shared by the backends that compute batches outside the runner (worker processes on this machine, Ray actors): the
+Shared by the executors that compute batches outside the runner (worker processes on this machine, Ray actors): the
 driver lists the missing batches of its plans (every clean pass first, since an attack batch needs its images' clean
 outcomes, then the attack batches, longest first so that no long batch starts last, and each evaluation's from its
 last batch down, so that a local run of the same store working up from the first (the machine's queue, while a lent
 GPU takes the same job) meets it once instead of computing the same batches), cuts each batch's images out
 of the plan, and names the model by zoo name and identity. A worker loads that model itself and refuses one whose
 checkpoint or weights are not the driver's: a batch computed on other weights would be stored under the wrong key.
-A :class:`BatchTask` is one batch as sent to a worker; :class:`WorkerBackend` is what the two backends share.
+A :class:`BatchTask` is one batch as sent to a worker; :class:`WorkerExecutor` is what the two executors share.
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ from torch import nn
 from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.query import BlackBoxAttack
 from arbibench.clock import active_clock
-from arbibench.evaluation.backends import Backend, BackendError
 from arbibench.evaluation.batch import BatchOutcome, compute_batch, layout
+from arbibench.evaluation.executors import Executor, ExecutorError
 from arbibench.evaluation.inputs import resolve_device
-from arbibench.evaluation.plan import CLEAN, EvalPlan, deployed_oracle
+from arbibench.evaluation.plan import CLEAN, EvalPlan, oracle_of
 from arbibench.evaluation.store import Outcomes, hash_model
 from arbibench.files import sha256_file
+from arbibench.inference import Inference
 from arbibench.machine import computed_on
 from arbibench.models.zoo import get_entry, load_model, verified_checkpoint
 
@@ -46,16 +47,16 @@ class ModelSpec:
     model_dir: str | None
     sha256: str  # of the checkpoint file the driver loaded
     model_hash: str  # hash_model of the weights: the store key's model identity
-    inference: str = "simulation"  # "deployed": the worker builds (and compiles the kernel of) its own deployed network
+    inference: Inference = Inference.SIMULATION  # DEPLOYED: the worker builds (and compiles the kernel of) its own
 
 
 def model_spec(plan: EvalPlan, model_dir: str | None, backend: str) -> ModelSpec:
-    """The :class:`ModelSpec` of ``plan``'s model, or one BackendError when it is not a zoo or imported model."""
+    """The :class:`ModelSpec` of ``plan``'s model, or one ExecutorError when it is not a zoo or imported model."""
     ctx = plan.ctx
     try:
         entry = get_entry(ctx.model_name, ctx.dataset, model_dir)
     except (KeyError, ValueError) as e:
-        raise BackendError(
+        raise ExecutorError(
             f"the {backend} backend loads each model on its workers by zoo name, and {ctx.model_name!r} is not a zoo "
             f"or imported model ({e}); evaluate it with --backend local"
         ) from e
@@ -68,13 +69,13 @@ def load_spec(spec: ModelSpec, device: torch.device) -> nn.Module:
     path = verified_checkpoint(get_entry(spec.name, spec.dataset, spec.model_dir), spec.model_dir)
     got = sha256_file(path)
     if got != spec.sha256:
-        raise BackendError(
+        raise ExecutorError(
             f"worker pid {os.getpid()}: checkpoint {path} of {spec.name} has sha256 {got}, the driver loaded "
             f"{spec.sha256}; install the same arbibench (and model folder) wherever the workers run"
         )
     model = load_model(spec.name, spec.model_dir, spec.dataset, device=device)
     if hash_model(model) != spec.model_hash:
-        raise BackendError(
+        raise ExecutorError(
             f"the model the driver evaluates as {spec.name!r} is not that zoo checkpoint's weights; a backend loads "
             "models by zoo name: evaluate the zoo model itself, or use --backend local"
         )
@@ -117,7 +118,7 @@ class BatchJob:
         return min(ctx.batch_size, len(ctx.y) - self.batch_index * ctx.batch_size)
 
     def task(self, spec: ModelSpec) -> BatchTask:
-        """What a worker needs to compute the batch (but the attack, which backends ship each their own way): the
+        """What a worker needs to compute the batch (but the attack, which executors ship each their own way): the
         images, labels and clean outcomes as CPU copies (a view would carry the whole tensor along)."""
         ctx = self.plan.ctx
         s = slice(self.batch_index * ctx.batch_size, (self.batch_index + 1) * ctx.batch_size)
@@ -148,16 +149,17 @@ class BatchTask:
         ``models`` (refusing images whose layout changed on the way: a BNN's sign can flip on other rounding)."""
         t0 = active_clock().now()
         if layout(self.x) != self.layout:
-            raise BackendError(f"batch {self.batch_index} arrived as {layout(self.x)}, the driver sent {self.layout}")
+            raise ExecutorError(f"batch {self.batch_index} arrived as {layout(self.x)}, the driver sent {self.layout}")
         dev = resolve_device(self.device)
         cache_key = (self.spec.name, self.spec.sha256, str(dev))
         if cache_key not in models:
             models[cache_key] = load_spec(self.spec, dev)
         net = models[cache_key]
-        # each worker deploys its own copy: the kernel is compiled for (and cached by) the worker's own CPU
-        oracle = deployed_oracle(net, self.spec.inference, self.spec.name)
+        # the driver's plan decided the inference; each worker builds that oracle itself (a deployed one's kernel is
+        # compiled for, and cached by, the worker's own CPU)
+        oracle = oracle_of(net, self.spec.inference, self.spec.name)
         out = compute_batch(net, attack, self.threat, self.seed, self.batch_index, self.x, self.y, self.clean_correct,
-                            dev, oracle)  # fmt: skip
+                            dev, oracle=oracle)  # fmt: skip
         return out, active_clock().now() - t0, computed_on(dev)
 
 
@@ -215,7 +217,7 @@ def run_in_two_waves(
     start: Callable[[], None],
     run_jobs: Callable[[list[BatchJob], Progress, TaskID], None],
 ) -> None:
-    """A backend's run: nothing when the store holds every batch; else ``start()`` (its workers, before any progress
+    """An executor's run: nothing when the store holds every batch; else ``start()`` (its workers, before any progress
     bar, so that a backend that cannot start fails with nothing shown), then ``run_jobs`` on every missing clean-pass
     batch, then on every missing attack batch, longest first."""
     total = pending_samples(plans)
@@ -227,8 +229,8 @@ def run_in_two_waves(
     run_jobs(attack_jobs(plans), progress, task)
 
 
-class WorkerBackend(Backend):
-    """A backend whose workers load each model by zoo name and compute the batches the driver lists; the driver
+class WorkerExecutor(Executor):
+    """An executor whose workers load each model by zoo name and compute the batches the driver lists; the driver
     commits them. Subclasses start the workers (:meth:`_start`) and keep them fed (:meth:`_run_jobs`)."""
 
     def __init__(
@@ -236,7 +238,7 @@ class WorkerBackend(Backend):
     ) -> None:
         for flag, value in (("--workers", workers), ("--worker-threads", worker_threads)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise BackendError(f"{flag} must be a positive integer, got {value!r}")
+                raise ExecutorError(f"{flag} must be a positive integer, got {value!r}")
         self.worker_threads = worker_threads or torch.get_num_threads()
         self.model_dir = None if model_dir is None else str(model_dir)
         self._models: dict[tuple[str, str, str], ModelSpec] = {}

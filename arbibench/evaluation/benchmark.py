@@ -14,16 +14,18 @@ from torch import nn
 from arbibench.attacks import Attack, AutoAttack, canonical_name, get_threat_model
 from arbibench.attacks.threat import FLOAT
 from arbibench.data.datasets import check_dataset, load_dataset
-from arbibench.evaluation.backend_registry import get_backend
-from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.cards import card_path, checkpoint_sha256, write_card
+from arbibench.evaluation.executor_registry import get_executor
+from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
-from arbibench.evaluation.min_perturbation import minimal_perturbation
+from arbibench.evaluation.min_perturbation import search_eps_star
 from arbibench.evaluation.plan import attack_list, plan_evaluation
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import execute
+from arbibench.evaluation.settings import RunSettings
 from arbibench.evaluation.store import ResultStore
+from arbibench.inference import Inference
 from arbibench.models.zoo import load_model
 
 
@@ -68,8 +70,8 @@ def benchmark(
     eps_star: Sequence[str | Attack] = (),
     eps_star_max: float | None = None,
     eps_star_rounds: int = 3,
-    backend: str | Backend | None = None,
-    inference: str = "simulation",
+    backend: str | Executor | None = None,
+    inference: Inference | str = Inference.SIMULATION,
     grid: str = "float",
 ) -> BenchmarkResult:
     """Evaluate ``model`` on ``n_examples`` test images under each attack and return the ARBiBench metrics.
@@ -87,7 +89,7 @@ def benchmark(
     bisection rounds) goes into ``result.min_perturbation``: median eps* over the correctly classified images and
     over all, with intervals, and the robust-accuracy-vs-eps curve, which still separate models that all reach 0%
     at ``eps``.
-    ``backend`` computes the store batches elsewhere (``"ray"``, or a backend from :func:`get_backend` with its
+    ``backend`` computes the store batches elsewhere (``"ray"``, or an executor from :func:`get_executor` with its
     cluster address): the same numbers and store rows as ``None``/``"local"``, this process computing them.
     ``inference="deployed"`` lets the deployed bit-packed network of a BNN (:mod:`arbibench.deploy`) answer the clean
     pass and every black-box query and decide every outcome; white-box attacks take their gradients on the float
@@ -102,6 +104,8 @@ def benchmark(
         raise ValueError(f"eps* is searched on float inputs only, not on the {grid} grid yet: leave eps_star empty "
                          "(--eps-star) or use grid 'float'")
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
+    settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
+                           inference=Inference.parse(inference))
     attacks = attack_list(attacks)  # before any work: an empty list creates no store
     for a in attacks:  # and an unknown name is one error before the data are read
         if isinstance(a, str):
@@ -116,19 +120,19 @@ def benchmark(
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     with ExitStack() as owned:
         db = store if isinstance(store, ResultStore) else owned.enter_context(ResultStore(Path(store)))
-        runner_backend = get_backend(backend, model_dir=model_dir) if isinstance(backend, str) else backend
-        if isinstance(backend, str) and runner_backend is not None:
-            owned.enter_context(runner_backend)  # a backend opened here is closed here
-        plan = plan_evaluation(model, x, y, indices, attacks=attacks, threat=threat, dataset=dataset, model_name=name,
-                               seed=seed, batch_size=batch_size, device=device, store=db, inference=inference)
-        run = execute(plan, progress=progress, console=console, backend=runner_backend)
+        executor = get_executor(backend, model_dir=model_dir) if isinstance(backend, str) else backend
+        if isinstance(backend, str) and executor is not None:
+            owned.enter_context(executor)  # an executor opened here is closed here
+        plan = plan_evaluation(model, x, y, indices, attacks=attacks, threat=threat, settings=settings,
+                               model_name=name, store=db)
+        run = execute(plan, progress=progress, console=console, executor=executor)
         min_perturbation = None
         if eps_star:
-            min_perturbation = minimal_perturbation(
+            min_perturbation = search_eps_star(
                 model, x, y, indices, attacks=eps_star, threat_model=threat.norm,
                 eps_max=2 * threat.eps if eps_star_max is None else eps_star_max, search_rounds=eps_star_rounds,
-                store=db, dataset=dataset, model_name=name, seed=seed, batch_size=batch_size, device=device,
-                progress=progress, console=console, backend=runner_backend, inference=inference, grid=threat.grid,
+                store=db, settings=settings, model_name=name, progress=progress, console=console, executor=executor,
+                grid=threat.grid,
             )
     result = BenchmarkResult(
         model_name=name,
@@ -146,7 +150,7 @@ def benchmark(
         attack_configs={a.name: a.config_dict() for a in plan.attacks},
         min_perturbation=min_perturbation,
         checkpoint_sha256=sha256,
-        inference=inference,
+        inference=settings.inference,
         grid=threat.grid,
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
@@ -155,8 +159,6 @@ def benchmark(
         ],
     )
     if to_disk:
-        path = card_path(model_info, dataset, threat.norm, name)
-        if threat.grid != FLOAT:  # beside the float card, never in its place or its ranking
-            path = path.parent / threat.grid / path.name
+        path = card_path(model_info, dataset, threat.norm, name, inference=settings.inference, grid=threat.grid)
         write_card(result.to_card(), path)
     return result

@@ -16,6 +16,7 @@ from typing import TypedDict
 from arbibench.cards import AttackResult, CorruptionCard, CurvePoint, EpsStar, ModelCard, card_text, percent, ratio
 from arbibench.evaluation.min_perturbation import MinimalPerturbation
 from arbibench.files import atomic_write_text, sha256_file
+from arbibench.inference import Inference
 from arbibench.models.methods import get_method
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, verified_checkpoint
 
@@ -73,8 +74,16 @@ def checkpoint_sha256(name: str, dataset: str, model_dir: str | os.PathLike[str]
     return entry.sha256 or sha256_file(verified_checkpoint(entry, model_dir))
 
 
-def card_path(model_info: str | os.PathLike[str], dataset: str, threat_model: str, name: str) -> Path:
-    return Path(model_info) / dataset / threat_model / f"{name}.json"
+def card_path(model_info: str | os.PathLike[str], dataset: str, threat_model: str, name: str, *,
+              inference: Inference | str = Inference.SIMULATION, grid: str = "float") -> Path:
+    """Where the card of ``name`` goes: a deployed network's card (``inference``) and an 8-bit grid's card (``grid``)
+    each in a folder beside the simulation's float card, never in its place or its ranking."""
+    folder = Path(model_info) / dataset / threat_model
+    if Inference.parse(inference) is not Inference.SIMULATION:
+        folder /= str(inference)
+    if grid != "float":
+        folder /= grid
+    return folder / f"{name}.json"
 
 
 def write_card(card: ModelCard | CorruptionCard, path: Path) -> Path:

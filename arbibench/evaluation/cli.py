@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from arbibench.inference import Inference
 from arbibench.terminal import USER_ERRORS as BASE_ERRORS
 from arbibench.terminal import console, fail
 
 if TYPE_CHECKING:
-    from arbibench.evaluation.backends import Backend
+    from arbibench.evaluation.executors import Executor
 
 # The command-line help of the backend options, shared by `eval`, `protocol run` and `sweep`.
 BACKEND_HELP = ("Where the store batches are computed: local (this process), processes (worker processes on this "
@@ -51,14 +52,14 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (*BASE_ERRORS, DownloadError, StoreError, KernelUnavailableError, NumbaUnavailableError)
 
 
-def open_backend(
+def open_executor(
     backend: str, address: str | None, workers: int | None, worker_threads: int | None, model_dir: Path | None = None
-) -> Backend | None:
+) -> Executor | None:
     """The backend of ``--backend`` (``None``: local), or exit with the reason (e.g. Ray not installed)."""
-    from arbibench.evaluation.backend_registry import get_backend  # start-up: the backends load torch
+    from arbibench.evaluation.executor_registry import get_executor  # start-up: the executors load torch
 
     try:
-        return get_backend(backend, address=address, workers=workers, worker_threads=worker_threads,
+        return get_executor(backend, address=address, workers=workers, worker_threads=worker_threads,
                            model_dir=model_dir)
     except user_errors() as e:
         fail(e)
@@ -103,7 +104,7 @@ def eval_(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
-    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
     grid: str = typer.Option("float", help=GRID_HELP),
 ) -> None:
     """Evaluate a zoo model under white- and black-box attacks: ACC, ACC*, ACC_norm, RS, worst case, queries.
@@ -118,7 +119,7 @@ def eval_(
         attack_objs = attacks_from_spec(attacks)
     except ValueError as e:
         fail(ValueError(f"--attacks {attacks!r}: {e}"))
-    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
+    executor = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         result = benchmark(
             model,
@@ -141,15 +142,15 @@ def eval_(
             eps_star=[a.strip() for a in eps_star.split(",") if a.strip()],
             eps_star_max=None if eps_star_max is None else parse_eps(eps_star_max),
             eps_star_rounds=eps_star_rounds,
-            backend=runner_backend,
+            backend=executor,
             inference=inference,
             grid=grid,
         )
     except user_errors() as e:
         fail(e)
     finally:
-        if runner_backend is not None:
-            runner_backend.close()
+        if executor is not None:
+            executor.close()
     console.print(result.table())
     for note in result.notes:
         console.print(f"note: {note}")

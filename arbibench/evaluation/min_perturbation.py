@@ -18,12 +18,12 @@ nearly every image and cannot tell one BNN from another. The search here:
 3. at every radius, **random sign corners** (:class:`~arbibench.attacks.corners.RandomCorners`, ``probe_draws``
    draws, labels only) go first, and only the images they leave unfooled meet the attacks, in order.
 
-Every run goes through :func:`~arbibench.evaluation.runner.evaluate`, so each example is verified against the
-threat model and on the model before it counts, and every finished batch is read back from the store by a rerun. An
-image fooled even at ``eps_floor`` is *censored*: its eps* is only known to be at most the floor ("<= floor") and
-is never reported as the floor. Medians are given over the correctly classified images (robustness alone) beside
-the median over all images (misclassified ones at 0, which mixes clean accuracy in), each with the
-distribution-free interval. ``certified`` holds a per-image *lower* bound on eps* where a verifier supplied one.
+Every run is planned and executed as :func:`~arbibench.evaluation.runner.evaluate` does it, so each example is verified
+against the threat model and on the model before it counts, and every finished batch is read back from the store by a
+rerun. An image fooled even at ``eps_floor`` is *censored*: its eps* is only known to be at most the floor ("<= floor")
+and is never reported as the floor. Medians are given over the correctly classified images (robustness alone) beside the
+median over all images (misclassified ones at 0, which mixes clean accuracy in), each with the distribution-free
+interval. ``certified`` holds a per-image *lower* bound on eps* where a verifier supplied one.
 
 On the 8-bit input grid (``grid="uint8"``) the radii are whole grey levels: the descent halves the level count from
 ``eps_max`` down to 1/255 and the bisection runs over levels until adjacent. Nothing below one level is reachable
@@ -45,10 +45,13 @@ from torch import nn
 from arbibench.attacks import Attack, get_threat_model
 from arbibench.attacks.corners import RandomCorners
 from arbibench.attacks.threat import FLOAT, GRIDS
-from arbibench.evaluation.backends import Backend
-from arbibench.evaluation.runner import evaluate
+from arbibench.evaluation.executors import Executor
+from arbibench.evaluation.plan import plan_evaluation
+from arbibench.evaluation.runner import execute
+from arbibench.evaluation.settings import RunSettings
 from arbibench.evaluation.store import ResultStore
 from arbibench.evaluation.surrogates import attack_for_target
+from arbibench.inference import Inference
 
 #: The smallest radius the search tries unless told otherwise: a thousandth of a grey level, below the eps* of most
 #: images of a sign network (a grey level is 1/255).
@@ -309,8 +312,8 @@ class _Search:
         self.found_by[rows[smaller]] = name
 
 
-def _check_settings(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int,
-                    grid: str = FLOAT) -> None:
+def _check_search(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int,
+                  grid: str = FLOAT) -> None:
     """One ValueError naming the first bad search setting."""
     if grid not in GRIDS:
         raise ValueError(f"grid must be one of {', '.join(GRIDS)}, got {grid!r}")
@@ -347,18 +350,48 @@ def minimal_perturbation(
     device: str | torch.device | None = None,
     progress: bool = False,
     console: Console | None = None,
-    backend: Backend | None = None,
-    inference: str = "simulation",
+    backend: Executor | None = None,
+    inference: Inference | str = Inference.SIMULATION,
     grid: str = FLOAT,
 ) -> MinimalPerturbation:
     """eps* of every image: descent from ``eps_max`` to ``eps_floor``, then ``search_rounds`` bisection rounds,
     random sign corners first at every radius (see the module docstring).
 
     ``search_rounds`` sets the resolution, a factor ``2 ** (1 / 2**search_rounds)`` (3 rounds: 9%); each round
-    costs one more run per image. ``probe_draws=0`` leaves the corners out. On ``grid="uint8"`` the radii are whole
-    grey levels from 1/255 (``eps_floor`` and the resolution do not apply; the bisection runs until levels meet).
+    costs one more run per image. ``probe_draws=0`` leaves the corners out. The keywords of
+    :func:`search_eps_star`, with the run's settings one by one.
     """
-    _check_settings(threat_model, eps_max, eps_floor, search_rounds, probe_draws, grid)
+    settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
+                           inference=Inference.parse(inference))
+    return search_eps_star(model, x, y, indices, attacks=attacks, threat_model=threat_model, eps_max=eps_max,
+                           search_rounds=search_rounds, eps_floor=eps_floor, probe_draws=probe_draws, store=store,
+                           settings=settings, model_name=model_name, progress=progress, console=console,
+                           executor=backend, grid=grid)
+
+
+def search_eps_star(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    *,
+    attacks: Sequence[str | Attack] = ("apgd_ce",),
+    threat_model: str = "Linf",
+    eps_max: float = 16 / 255,
+    search_rounds: int = 3,
+    eps_floor: float = EPS_FLOOR,
+    probe_draws: int = 50,
+    store: ResultStore,
+    settings: RunSettings,
+    model_name: str = "model",
+    progress: bool = False,
+    console: Console | None = None,
+    executor: Executor | None = None,
+    grid: str = FLOAT,
+) -> MinimalPerturbation:
+    """:func:`minimal_perturbation` under a run's ``settings`` (each radius planned with them), its batches computed
+    by ``executor`` when given."""
+    _check_search(threat_model, eps_max, eps_floor, search_rounds, probe_draws, grid)
     attack_objs = [attack_for_target(a, model_name) for a in attacks]
     if not attack_objs:
         raise ValueError("minimal_perturbation needs at least one attack")
@@ -372,13 +405,12 @@ def minimal_perturbation(
     def run(attack: Attack, eps: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(clean correct, robust, distance found) of ``rows`` under ``attack`` at ``eps``, through the store."""
         pick = torch.from_numpy(rows)
-        clean, outcomes, _, _ = evaluate(
-            model, x[pick], y[pick], indices[pick], attacks=[attack], threat=get_threat_model(threat_model, eps, grid),
-            dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device, store=store,
-            inference=inference, progress=progress, checks=False, backend=backend,
-            # the notes of every radius's run (the fused path, the reference's corrections) are the evaluation's own
-            console=console if progress else Console(quiet=True),
-        )
+        plan = plan_evaluation(model, x[pick], y[pick], indices[pick], attacks=[attack],
+                               threat=get_threat_model(threat_model, eps, grid), settings=settings,
+                               model_name=model_name, store=store)
+        # the notes of every radius's run (the fused path, the reference's corrections) are the evaluation's own
+        clean, outcomes, _, _ = execute(plan, progress=progress, checks=False, executor=executor,
+                                        console=console if progress else Console(quiet=True))
         out = outcomes[attack.name]
         return clean.clean_correct, out.adv_correct, out.perturbation
 

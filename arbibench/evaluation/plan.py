@@ -4,8 +4,12 @@ as Ray) carry out, and the one way a computed batch is committed to the store.
 :func:`plan_evaluation` checks the inputs and the model (eval mode, logits, two forward passes agree) and fixes what
 the store keys follow from: the model's weights hash, the samples, the threat model, the seed, the batch size and
 each attack's configuration. An :class:`EvalPlan` is then executed by :func:`arbibench.evaluation.runner.execute`,
-and may first be handed to a :class:`~arbibench.evaluation.backends.Backend` that computes its batches elsewhere:
+and may first be handed to an :class:`~arbibench.evaluation.executors.Executor` that computes its batches elsewhere:
 the same plan, so the same store rows. This module sits below both executors and imports neither.
+
+Which network answers is decided here, once: :attr:`EvaluationContext.oracle` is the network whose answers count
+(the simulation itself, or its deployed form under ``Inference.DEPLOYED``). Everything that computes a batch (the
+runner, a worker of an executor) takes the oracle from the context instead of choosing again.
 """
 
 from __future__ import annotations
@@ -21,23 +25,25 @@ from arbibench.attacks import Attack, ThreatModel
 from arbibench.attacks.threat import FLOAT
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
+from arbibench.evaluation.settings import RunSettings
 from arbibench.evaluation.store import ResultStore, hash_indices, hash_json, hash_model
 from arbibench.evaluation.surrogates import attack_for_target
+from arbibench.inference import Inference
 
 #: The store's attack name of the clean pass.
 CLEAN = "clean"
-#: What answers the clean pass and the black-box queries and decides every outcome: the float model itself, or the
-#: deployed bit-packed network of a BNN (:mod:`arbibench.deploy`); white-box attacks always take their gradients on the
-#: simulation, the only differentiable form.
-SIMULATION, DEPLOYED = "simulation", "deployed"
-INFERENCES = (SIMULATION, DEPLOYED)
 
 
 @dataclass
 class EvaluationContext:
-    """What every attack of one evaluation shares: model, samples, threat model and bookkeeping."""
+    """What every attack of one evaluation shares: model, samples, threat model and bookkeeping.
+
+    ``model`` is the simulation (white-box attacks take their gradients on it); ``oracle`` is the network whose
+    answers count: it answers the clean pass and every black-box query and decides every outcome. Under
+    ``Inference.SIMULATION`` the two are the same module."""
 
     model: nn.Module
+    oracle: nn.Module
     model_name: str
     model_hash: str
     x: torch.Tensor
@@ -52,13 +58,7 @@ class EvaluationContext:
     pool: bool = True  # black-box attacks run several store batches per forward batch (same results)
     discrepancies: int = 0  # fused-path answers the reference model contradicted (they cost queries only)
     notes: set[str] = field(default_factory=set)  # why a model's queries went to the reference model
-    inference: str = SIMULATION
-    oracle: nn.Module | None = None  # the deployed network when inference is "deployed"
-
-    @property
-    def decider(self) -> nn.Module:
-        """The network whose answers count: clean pass, black-box queries, verification of every example."""
-        return self.model if self.oracle is None else self.oracle
+    inference: Inference = Inference.SIMULATION
 
     def spec(self, attack: Attack | None) -> dict[str, Any]:
         """The store spec of ``attack`` (None: the clean pass): what its store key is a hash of."""
@@ -68,7 +68,7 @@ class EvaluationContext:
             "n_examples": len(self.indices),
             "batch_size": self.batch_size,
         }
-        if self.inference != SIMULATION:  # simulation keys stay those of every earlier store
+        if self.inference != Inference.SIMULATION:  # simulation keys stay those of every earlier store
             base["inference"] = self.inference
         if attack is None:
             return {**base, "attack": CLEAN}
@@ -115,24 +115,18 @@ def plan_evaluation(
     *,
     attacks: Sequence[str | Attack] | str | Attack,
     threat: ThreatModel,
-    dataset: str = "custom",
+    settings: RunSettings = RunSettings(),
     model_name: str = "model",
-    seed: int = 0,
-    batch_size: int = 200,
-    device: str | torch.device | None = None,
     store: ResultStore,
-    pool: bool = True,
-    inference: str = SIMULATION,
 ) -> EvalPlan:
-    """Check the inputs and the model and plan the evaluation (the store keys follow from the plan)."""
+    """Check the inputs and the model and plan the evaluation (the store keys follow from the plan): ``settings``
+    names the dataset, seed, batch size, device, the network that answers and the pooling."""
     check_images(x, y)
     check_grid(x, threat)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     indices = torch.arange(len(y)) if indices is None else torch.as_tensor(indices, dtype=torch.int64).cpu()
     if indices.shape != y.shape:
         raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
-    dev = resolve_device(device)
+    dev = resolve_device(settings.device)
     attack_objs = tuple(attack_for_target(a, model_name) for a in attack_list(attacks))
     names = [a.name for a in attack_objs]
     if len(set(names)) != len(names):
@@ -140,9 +134,9 @@ def plan_evaluation(
     model = model.to(dev).eval()
     num_classes, flags = check_model(model, x[: min(8, len(x))].to(dev))
     check_labels(y, num_classes)
-    ctx = EvaluationContext(model, model_name, hash_model(model), x.cpu(), y.cpu().long(), indices, threat, dataset,
-                            seed, batch_size, dev, store, pool, inference=inference,
-                            oracle=deployed_oracle(model, inference, model_name))
+    ctx = EvaluationContext(model, oracle_of(model, settings.inference, model_name), model_name, hash_model(model),
+                            x.cpu(), y.cpu().long(), indices, threat, settings.dataset, settings.seed,
+                            settings.batch_size, dev, store, settings.pool, inference=settings.inference)
     return EvalPlan(ctx, attack_objs, flags)
 
 
@@ -156,12 +150,12 @@ def check_grid(x: torch.Tensor, threat: ThreatModel) -> None:
         )
 
 
-def deployed_oracle(model: nn.Module, inference: str, model_name: str) -> nn.Module | None:
-    """The deployed network of ``model`` for ``inference="deployed"`` (built once per model), else None."""
-    if inference not in INFERENCES:
-        raise ValueError(f"inference must be one of {', '.join(INFERENCES)}, got {inference!r}")
-    if inference == SIMULATION:
-        return None
+def oracle_of(model: nn.Module, inference: Inference | str, model_name: str) -> nn.Module:
+    """The network whose answers count for ``inference``: ``model`` itself for the simulation, its deployed network
+    (built once per model) for ``Inference.DEPLOYED``. The one place that decides it: the plan's context and every
+    worker of an executor call this."""
+    if Inference.parse(inference) is Inference.SIMULATION:
+        return model
     from arbibench.deploy import deployed  # start-up: the kernel is compiled (or loaded) on first use only
 
     try:
@@ -173,12 +167,12 @@ def deployed_oracle(model: nn.Module, inference: str, model_name: str) -> nn.Mod
 def commit_outcome(
     ctx: EvaluationContext, key: str, outcome: BatchOutcome, seconds: float, machine: str | None = None
 ) -> bool:
-    """Commit one computed batch in one transaction (False: it was already there) and keep its oracle notes;
+    """Commit one computed batch in one transaction (False: it was already there) and keep its fusion notes;
     ``machine`` names what computed it (:func:`arbibench.machine.computed_on`)."""
     start = outcome.batch_index * ctx.batch_size
     ctx.discrepancies += outcome.discrepancies
-    if outcome.inference_note:
-        ctx.notes.add(outcome.inference_note)
+    if outcome.fusion_note:
+        ctx.notes.add(outcome.fusion_note)
     return ctx.store.commit_batch(
         key,
         outcome.batch_index,

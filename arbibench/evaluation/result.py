@@ -18,6 +18,7 @@ from arbibench.evaluation.metrics import RobustnessReport
 from arbibench.evaluation.min_perturbation import MinimalPerturbation
 from arbibench.evaluation.store import Outcomes, hash_indices
 from arbibench.files import atomic_write_json
+from arbibench.inference import Inference
 
 ALL = "all"  # a card's key for the whole subset (every attack of both families)
 
@@ -74,7 +75,7 @@ class BenchmarkResult:
     notes: list[str] = field(default_factory=list)  # e.g. ensemble components that were not available
     min_perturbation: MinimalPerturbation | None = None  # eps* per image, when benchmark() was asked for it
     checkpoint_sha256: str | None = None  # of the checkpoint file measured (a zoo model loaded by name)
-    inference: str = "simulation"  # or "deployed": the network whose answers count (arbibench.evaluation.plan)
+    inference: Inference = Inference.SIMULATION  # the network whose answers count (arbibench.inference)
     grid: str = "float"  # or "uint8": every adversarial example on the k/255 grid (arbibench.attacks.threat)
 
     @property
@@ -101,7 +102,7 @@ class BenchmarkResult:
         report["attacks"] = attacks
         return {
             "model": self.model_name,
-            "inference": self.inference,  # simulation or deployed: whose answers decided every outcome
+            "inference": str(self.inference),  # simulation or deployed: whose answers decided every outcome
             "dataset": self.dataset,
             "threat_model": self.threat_model,
             "eps": self.eps,
@@ -141,7 +142,7 @@ class BenchmarkResult:
         auto = rows.get("autoattack")
         return ModelCard(
             **model_identity(self.model_name, self.dataset, self.checkpoint_sha256),
-            inference=self.inference,
+            inference=str(self.inference),
             grid=None if self.grid == "float" else self.grid,
             eps=self.eps,
             eps_text=format_eps(self.eps),

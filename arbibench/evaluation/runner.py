@@ -32,13 +32,15 @@ from arbibench.attacks.query import POOL_ROWS, BlackBoxAttack, QuerySteps, forwa
 from arbibench.clock import active_clock
 from arbibench.evaluation.batch import batch_generator, compute_batch, outcome_columns
 from arbibench.evaluation.checks import run_checks
-from arbibench.evaluation.plan import CLEAN, SIMULATION, EvalPlan, EvaluationContext, commit_outcome, plan_evaluation
+from arbibench.evaluation.plan import CLEAN, EvalPlan, EvaluationContext, commit_outcome, plan_evaluation
+from arbibench.evaluation.settings import RunSettings
 from arbibench.evaluation.store import Outcomes, ResultStore
+from arbibench.inference import Inference
 from arbibench.machine import computed_on
-from arbibench.nn.fused import inference_model
+from arbibench.nn.fused import fused_path
 
 if TYPE_CHECKING:
-    from arbibench.evaluation.backends import Backend
+    from arbibench.evaluation.executors import Executor
 
 
 class RateColumn(ProgressColumn):
@@ -98,7 +100,7 @@ def run_attack(
             clean_b = None if clean is None else torch.from_numpy(clean.clean_correct[start:stop])
             outcome = compute_batch(
                 ctx.model, attack, ctx.threat, ctx.seed, b, ctx.x[start:stop], ctx.y[start:stop], clean_b, ctx.device,
-                ctx.oracle,
+                oracle=ctx.oracle,
             )
             commit_outcome(ctx, key, outcome, active_clock().now() - t0, machine)
             progress.advance(task, len(outcome.clean_correct))
@@ -152,9 +154,8 @@ def _run_pooled(
     """Black-box batches side by side: the still-robust images of several store batches share each forward
     batch (the next batch joins as images are fooled), and each batch is committed alone as soon as it is done.
     Each batch keeps its own generator and oracle, so the stored rows are the unpooled run's."""
-    # the queries go to the deployed network when it decides, else to the fused path of the simulation
-    fused = ctx.oracle if ctx.oracle is not None else inference_model(ctx.model)[0]
-    decider = ctx.decider
+    # the queries go to the oracle's fused path, as each session's QueryModel would send them
+    fused = fused_path(ctx.oracle)[0]
     started: dict[int, _Batch] = {}
 
     def sessions() -> Iterator[tuple[int, QuerySteps]]:
@@ -163,12 +164,13 @@ def _run_pooled(
                 continue
             batch = _prepare(ctx, b, clean)
             if len(batch.attacked) == 0:
-                outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, None)
+                outcome = outcome_columns(ctx.oracle, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok,
+                                          None)
                 commit_outcome(ctx, key, outcome, 0.0, machine)
                 progress.advance(task, len(batch.y))
                 continue
             started[b] = batch
-            yield b, attack.session(decider, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
+            yield b, attack.session(ctx.oracle, batch.x0, batch.y0, ctx.threat, batch_generator(ctx.seed, b))
 
     # At least POOL_ROWS live rows, whatever the store batch size, so small store batches start side by side. Each
     # batch still runs its own attack steps: four store batches of 50 ran Square at 0.84x the speed of one of 200
@@ -182,7 +184,7 @@ def _run_pooled(
         # over (a full card's 500 black-box images in three pooled batches summed to 2-3x the run's wall time); these
         # shares add up to it.
         now = active_clock().now()
-        outcome = outcome_columns(decider, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
+        outcome = outcome_columns(ctx.oracle, ctx.threat, attack.name, b, batch.x, batch.y, batch.clean_ok, output)
         commit_outcome(ctx, key, outcome, now - last_commit, machine)
         last_commit = now
         progress.advance(task, len(batch.y))
@@ -215,8 +217,8 @@ def evaluate(
     console: Console | None = None,
     checks: bool = True,
     pool: bool = True,
-    backend: Backend | None = None,
-    inference: str = SIMULATION,
+    backend: Executor | None = None,
+    inference: Inference | str = Inference.SIMULATION,
 ) -> Evaluation:
     """Clean pass then each attack, resumable through ``store``; then the gradient-masking checks.
 
@@ -229,15 +231,16 @@ def evaluate(
     Pooled batches overlap in time, so each stores its share of the wall time (the time since the previous commit):
     an attack's stored seconds add up to the time it took.
 
-    ``backend`` (e.g. :class:`~arbibench.evaluation.ray_backend.RayBackend`) computes the missing batches elsewhere
-    with :func:`~arbibench.evaluation.batch.compute_batch`, and this process commits them: the same rows as a local
-    run. ``None`` computes them here. The gradient-masking checks always run here.
+    ``backend`` (an :class:`~arbibench.evaluation.executors.Executor`, e.g.
+    :class:`~arbibench.evaluation.ray_executor.RayExecutor`) computes the missing batches elsewhere with
+    :func:`~arbibench.evaluation.batch.compute_batch`, and this process commits them: the same rows as a local run.
+    ``None`` computes them here. The gradient-masking checks always run here.
     """
-    plan = plan_evaluation(
-        model, x, y, indices, attacks=attacks, threat=threat, dataset=dataset, model_name=model_name, seed=seed,
-        batch_size=batch_size, device=device, store=store, pool=pool, inference=inference,
-    )
-    return execute(plan, progress=progress, console=console, checks=checks, backend=backend)
+    settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
+                           inference=Inference.parse(inference), pool=pool)
+    plan = plan_evaluation(model, x, y, indices, attacks=attacks, threat=threat, settings=settings,
+                           model_name=model_name, store=store)
+    return execute(plan, progress=progress, console=console, checks=checks, executor=backend)
 
 
 def execute(
@@ -246,15 +249,15 @@ def execute(
     progress: bool = True,
     console: Console | None = None,
     checks: bool = True,
-    backend: Backend | None = None,
+    executor: Executor | None = None,
 ) -> Evaluation:
-    """Carry out ``plan``: the batches the store lacks (computed by ``backend`` first when given, else here), every
+    """Carry out ``plan``: the batches the store lacks (computed by ``executor`` first when given, else here), every
     outcome read back from the store, then the gradient-masking checks (``checks``), here in any case."""
     ctx, store = plan.ctx, plan.ctx.store
     flags = dict(plan.flags)
     with make_progress(console, progress) as bar:
-        if backend is not None:
-            backend.run([plan], bar)
+        if executor is not None:
+            executor.run([plan], bar)
         clean_key, clean = run_attack(ctx, None, bar)
         per_attack: dict[str, Outcomes] = {}
         seconds: dict[str, float] = {}

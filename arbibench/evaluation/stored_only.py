@@ -1,7 +1,7 @@
-"""A backend that computes nothing: results are read from the store or the evaluation stops.
+"""An executor that computes nothing: results are read from the store or the evaluation stops.
 
 A findings page or a report over a full-protocol store must never start hours of attacks because one batch is
-missing (a run killed mid-way, a model still on the queue). Behind this backend, every plan is checked against the
+missing (a run killed mid-way, a model still on the queue). Behind this executor, every plan is checked against the
 store first; a missing batch raises :class:`MissingResultsError` naming the model, the evaluation and how many of its
 batches are stored, and nothing is computed or written.
 """
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.progress import Progress
 
-from arbibench.evaluation.backends import Backend
+from arbibench.evaluation.executors import Executor
 
 if TYPE_CHECKING:
     from arbibench.evaluation.plan import EvalPlan
@@ -23,7 +23,7 @@ class MissingResultsError(LookupError):
     """An evaluation the caller asked to read is not complete in the store."""
 
 
-class StoredOnlyBackend(Backend):
+class StoredOnlyExecutor(Executor):
     """Refuses to compute: :meth:`run` returns only when the store holds every batch of every plan."""
 
     name = "stored"

@@ -1,18 +1,25 @@
 """The leaderboard: a static site and paper figures built from the protocol runner's model cards.
 
-``build_site`` is imported on first use, so that loading the CLI does not pull in matplotlib.
+The card readers are bound at once (torch- and matplotlib-free); ``build_site`` and ``BuildReport`` load on first use
+(PEP 562), so that loading the CLI does not pull in matplotlib.
 """
 
-from typing import Any
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from arbibench.lazy import lazy_exports
 from arbibench.leaderboard.cards import CardError, LeaderboardError, ModelCard, load_cards
+
+if TYPE_CHECKING:
+    from arbibench.leaderboard.site import BuildReport, build_site
+
+# public name -> the module that defines it (the names above the table are bound eagerly)
+_LAZY: dict[str, str] = {
+    "BuildReport": "arbibench.leaderboard.site",
+    "build_site": "arbibench.leaderboard.site",
+}
 
 __all__ = ["BuildReport", "CardError", "LeaderboardError", "ModelCard", "build_site", "load_cards"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in ("build_site", "BuildReport"):
-        from arbibench.leaderboard import site  # start-up: matplotlib loads only when a site is built
-
-        return getattr(site, name)
-    raise AttributeError(f"module 'arbibench.leaderboard' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -1,4 +1,4 @@
-"""The fused inference path of a binary model: what a black-box attack queries thousands of times per image.
+"""The fused path of a binary model: what a black-box attack queries thousands of times per image.
 
 A trained BNN's reference forward re-binarizes every kernel at every call (sign, per-channel scale, IR-Net's
 standardisation) and binarizes each activation with a chain of four small elementwise kernels. None of the kernel
@@ -18,7 +18,7 @@ changed the predicted class of some test images, so a fold is exact nowhere here
 confirmed on the reference model before they count (:class:`arbibench.attacks.query.QueryModel`), so even a
 disagreement could only cost queries.
 
-What it refuses (:class:`FusionError`, then :func:`inference_model` falls back to the reference with a note): a
+What it refuses (:class:`FusionError`, then :func:`fused_path` falls back to the reference with a note): a
 model with no binary layer, one in training mode, one it cannot trace, a padding other than zeros, and an activation
 quantizer without an exact comparison form (``torch.sign``'s three levels of the imported presets, a per-sample
 centring, a user-defined quantizer).
@@ -38,7 +38,7 @@ from arbibench.nn.layers import BinaryConv2d, BinaryLinear
 from arbibench.nn.quantizers import EDESign, Quantizer, RSign, SignQuantizer
 from arbibench.nn.zero_sign import ZeroSign
 
-__all__ = ["FusedBinaryConv2d", "FusionError", "fuse", "inference_model"]
+__all__ = ["FusedBinaryConv2d", "FusionError", "fuse", "fused_path"]
 
 
 class FusionError(ValueError):
@@ -123,7 +123,7 @@ def fuse(model: nn.Module) -> fx.GraphModule:
     """An inference-only fused copy of ``model`` (eval mode, no parameters); FusionError if it cannot be exact.
 
     The copy shares nothing with ``model``: retraining the reference does not change it (see
-    :func:`inference_model`, which rebuilds it when the reference's tensors change).
+    :func:`fused_path`, which rebuilds it when the reference's tensors change).
     """
     if any(m.training for m in model.modules()):
         raise FusionError("the model is in training mode: fuse the eval-mode model (batch norm uses running stats)")
@@ -169,7 +169,7 @@ def _tensor_identity(model: nn.Module) -> tuple[object, ...]:
     return tuple((t.data_ptr(), t._version, t.device.type) for t in model.state_dict(keep_vars=True).values())
 
 
-def inference_model(model: nn.Module) -> tuple[nn.Module, str | None]:
+def fused_path(model: nn.Module) -> tuple[nn.Module, str | None]:
     """``(model to query, note)``: the fused copy of a binary ``model``, or ``model`` itself with the reason.
 
     The note is None when the fused path is used; a full-precision model has nothing to fuse and gets ``model``
@@ -177,7 +177,7 @@ def inference_model(model: nn.Module) -> tuple[nn.Module, str | None]:
     """
     if not isinstance(model, nn.Module):
         return model, "not an nn.Module: queried as given"
-    if getattr(model, "is_inference_form", False):  # the deployed network: already what answers, nothing to fuse
+    if getattr(model, "is_fused_form", False):  # a network that declares itself fused (the deployed one) answers as is
         return model, None
     key = _tensor_identity(model)
     hit = _CACHE.get(model)
@@ -187,6 +187,6 @@ def inference_model(model: nn.Module) -> tuple[nn.Module, str | None]:
         fused: nn.Module = fuse(model)
         note = None
     except FusionError as e:
-        fused, note = model, f"fused inference path refused ({e}); the reference model answers every query"
+        fused, note = model, f"fused path refused ({e}); the reference model answers every query"
     _CACHE[model] = (key, None if fused is model else fused, note)  # no strong reference to the key itself
     return fused, note

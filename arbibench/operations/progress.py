@@ -16,11 +16,12 @@ import os
 from dataclasses import dataclass, field
 
 from arbibench.evaluation.store import ResultStore
+from arbibench.inference import Inference
 from arbibench.machine import on_gpu
 from arbibench.models.zoo import load_model
 from arbibench.operations.projection import per_image_seconds, quick_card
 from arbibench.protocol.presets import Protocol, get_protocol
-from arbibench.protocol.run import plan_model, protocol_subsets
+from arbibench.protocol.run import plan_model, protocol_subsets, run_settings
 
 
 @dataclass
@@ -147,7 +148,7 @@ def protocol_progress(
     store: ResultStore,
     *,
     data_dir: str | os.PathLike[str] | None = None,
-    inference: str = "simulation",
+    inference: Inference | str = Inference.SIMULATION,
     model_info: str | os.PathLike[str] | None = None,
     model_dir: str | os.PathLike[str] | None = None,
     sweep: bool = True,
@@ -158,8 +159,8 @@ def protocol_progress(
     counts a run without its eps sweep (``--no-sweep``)."""
     model = load_model(model_name, model_dir, dataset=protocol.dataset)
     card_costs = _card_costs(protocol, model_name, model_info)
-    plan = plan_model(model, model_name, protocol, store, protocol_subsets(protocol, data_dir), data_dir=data_dir,
-                      inference=inference, sweep=sweep)
+    plan = plan_model(model, model_name, protocol, store, protocol_subsets(protocol, data_dir),
+                      settings=run_settings(protocol, inference=inference), data_dir=data_dir, sweep=sweep)
     out = ProtocolProgress(model_name, protocol.label)
     seen: set[str] = set()  # the sweep's clean passes are one evaluation: the same images, whatever the eps
     for family, ev in [*plan.families.items(), *((f"sweep eps={p.ctx.threat.eps:.4g}", p) for p in plan.sweep)]:

@@ -18,15 +18,16 @@ from dataclasses import dataclass, replace
 import torch
 from rich.console import Console
 
-from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.batch_jobs import missing_batches
+from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.plan import EvalPlan
 from arbibench.evaluation.result import format_eps
 from arbibench.evaluation.runner import execute, make_progress
 from arbibench.evaluation.store import ResultStore
+from arbibench.inference import Inference
 from arbibench.protocol.presets import Protocol
-from arbibench.protocol.run import ModelPlan, check_model_names, plan_zoo_model, protocol_subsets
+from arbibench.protocol.run import ModelPlan, check_model_names, plan_zoo_model, protocol_subsets, run_settings
 
 
 def protocol_attack_names(protocol: Protocol, *, sweep: bool = True) -> list[str]:
@@ -98,8 +99,8 @@ def compute_attacks(
     console: Console | None = None,
     progress: bool = True,
     sweep: bool = True,
-    backend: Backend | None = None,
-    inference: str = "simulation",
+    backend: Executor | None = None,
+    inference: Inference | str = Inference.SIMULATION,
 ) -> list[StoredShare]:
     """Compute the store batches of ``attacks`` (names from ``protocol``) for every model in ``models``, keyed as a
     full run of ``protocol`` keys them, and say how much of each of those evaluations the store now holds.
@@ -109,12 +110,12 @@ def compute_attacks(
     run that scores the whole protocol."""
     wanted = check_attack_names(protocol, attacks, sweep=sweep)
     check_model_names(protocol, models, model_dir)
-    device = resolve_device(device)
+    settings = run_settings(protocol, device=resolve_device(device), inference=inference)
     subsets = protocol_subsets(protocol, data_dir)
 
     def cut(name: str) -> list[tuple[str, EvalPlan]]:
         model_plan = plan_zoo_model(name, protocol, store, subsets, data_dir=data_dir, model_dir=model_dir,
-                                    device=device, sweep=sweep, inference=inference)
+                                    settings=settings, sweep=sweep)
         return _labelled_plans(model_plan, wanted)
 
     shares: list[StoredShare] = []

@@ -14,9 +14,9 @@ from arbibench.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from arbibench.protocol.presets import (
+        ACCESS_GROUPS,
         BLACK_BOX,
         CORRUPTION_PROTOCOLS,
-        FAMILIES,
         FULL_QUERIES,
         PROTOCOLS,
         QUICK,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "BLACK_BOX": "arbibench.protocol.presets",
     "CORRUPTION_PROTOCOLS": "arbibench.protocol.presets",
-    "FAMILIES": "arbibench.protocol.presets",
+    "ACCESS_GROUPS": "arbibench.protocol.presets",
     "FULL_QUERIES": "arbibench.protocol.presets",
     "PROTOCOLS": "arbibench.protocol.presets",
     "QUICK": "arbibench.protocol.presets",
@@ -49,7 +49,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "BLACK_BOX",
     "CORRUPTION_PROTOCOLS",
-    "FAMILIES",
+    "ACCESS_GROUPS",
     "FULL_QUERIES",
     "PROTOCOLS",
     "QUICK",

@@ -86,13 +86,9 @@ def write_protocol_card(
     """Write the card (and, given the model, its example images first) under ``model_info``; returns the card path."""
     p = result.protocol
     card = protocol_card(result)
-    path = card_path(model_info, p.dataset, p.threat_model, result.model_name)
-    if result.inference != "simulation":  # beside the simulation's card, never in its place or its ranking
-        path = path.parent / result.inference / path.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-    if p.grid != "float":  # likewise beside the float card
-        path = path.parent / p.grid / path.name
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path = card_path(model_info, p.dataset, p.threat_model, result.model_name, inference=result.inference,
+                     grid=p.grid)
+    path.parent.mkdir(parents=True, exist_ok=True)
     if model is not None:
         x, y, _ = load_dataset(p.dataset, 32, data_dir, None)
         examples = save_examples(model, x, y, EXAMPLES_ATTACK, get_threat_model(p.threat_model, p.eps, p.grid),

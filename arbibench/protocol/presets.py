@@ -17,12 +17,11 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from arbibench.attacks import BLACK_BOX as BLACK_BOX  # re-exported: the protocol's two attack families
+from arbibench.attacks import ACCESS_GROUPS as ACCESS_GROUPS  # re-exported: the protocol's two attack groups
+from arbibench.attacks import BLACK_BOX as BLACK_BOX
 from arbibench.attacks import WHITE_BOX as WHITE_BOX
 from arbibench.attacks import get_attack, get_threat_model
 from arbibench.data.cifar10c import CORRUPTIONS
-
-FAMILIES = (WHITE_BOX, BLACK_BOX)  # the protocol's two groups: score-, decision-based and transfer are black-box
 
 
 @dataclass(frozen=True)
@@ -304,9 +303,9 @@ def describe(protocol: Protocol | CorruptionProtocol) -> list[tuple[str, str]]:
         ("attack seed", str(protocol.seed)),
         ("batch size", str(protocol.batch_size)),
     ]
-    for family in FAMILIES:
-        for spec in (protocol.white_box if family == WHITE_BOX else protocol.black_box):
-            rows.append((f"{family} attack", _describe_attack(spec)))
+    for group in ACCESS_GROUPS:
+        for spec in (protocol.white_box if group == WHITE_BOX else protocol.black_box):
+            rows.append((f"{group} attack", _describe_attack(spec)))
     rows.append(
         ("eps sweep", f"{protocol.sweep_attack} at {', '.join(protocol.sweep_eps)} on the first {protocol.n_sweep}")
     )

@@ -23,22 +23,24 @@ from arbibench.attacks import BLACK_BOX, WHITE_BOX, Transfer, get_attack, get_th
 from arbibench.clock import active_clock
 from arbibench.data.datasets import load_dataset
 from arbibench.data.subsets import select_indices
-from arbibench.evaluation.backends import Backend
 from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.checks import gradient_free_beats_gradient
+from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, column_findings, twin_findings
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import RobustnessReport, compute_report, robustness_score_mean
-from arbibench.evaluation.min_perturbation import MinimalPerturbation, minimal_perturbation
+from arbibench.evaluation.min_perturbation import MinimalPerturbation, search_eps_star
 from arbibench.evaluation.plan import EvalPlan, plan_evaluation
 from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import Evaluation, execute, make_progress
+from arbibench.evaluation.settings import RunSettings
 from arbibench.evaluation.store import ResultStore, evaluation_key, hash_indices
-from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend
+from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyExecutor
 from arbibench.evaluation.surrogates import resolve_surrogate
+from arbibench.inference import Inference
 from arbibench.machine import computed_on, provenance
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
-from arbibench.protocol.presets import FAMILIES, Protocol
+from arbibench.protocol.presets import ACCESS_GROUPS, Protocol
 
 ALL = "all"
 
@@ -86,7 +88,7 @@ class ModelEvaluation:
     seconds: float = 0.0
     min_perturbation: MinimalPerturbation | None = None  # eps* on the black-box images
     checkpoint_sha256: str | None = None  # of the checkpoint file measured
-    inference: str = "simulation"  # or "deployed": the network whose answers count
+    inference: Inference = Inference.SIMULATION  # the network whose answers count
     machine: str | None = None  # what computed the batches (arbibench.machine.provenance: each one's share if several)
     # per-image outcomes by setting (each family, and "sweep <attack>" over its eps values), for paired comparisons
     # with the FP twin; kept in memory only (the store holds them)
@@ -114,7 +116,7 @@ def protocol_subsets(protocol: Protocol, data_dir: str | os.PathLike[str] | None
 @dataclass
 class ModelPlan:
     """Every evaluation of one model under a protocol, planned once (:func:`plan_model`): one per attack family on
-    its subset, one per eps of the sweep. A backend computes them all; :func:`execute_model` reads them back."""
+    its subset, one per eps of the sweep. An executor computes them all; :func:`execute_model` reads them back."""
 
     model: nn.Module
     model_name: str
@@ -122,12 +124,32 @@ class ModelPlan:
     subsets: Subsets
     families: dict[str, EvalPlan]
     sweep: list[EvalPlan]
+    settings: RunSettings  # what every plan above was planned with (run_settings)
     checkpoint_sha256: str | None = None
-    inference: str = "simulation"
 
     @property
     def plans(self) -> list[EvalPlan]:
         return [*self.families.values(), *self.sweep]
+
+
+def run_settings(
+    protocol: Protocol, *, device: str | torch.device | None = None, inference: Inference | str = Inference.SIMULATION,
+    pool: bool = True,
+) -> RunSettings:
+    """The settings of a run of ``protocol``: its dataset, seed and batch size, with the run's device, inference and
+    pooling."""
+    return RunSettings(dataset=protocol.dataset, seed=protocol.seed, batch_size=protocol.batch_size, device=device,
+                       inference=Inference.parse(inference), pool=pool)
+
+
+def check_settings(protocol: Protocol, settings: RunSettings) -> None:
+    """One ValueError when ``settings`` disagree with ``protocol`` on what it fixes (build them with
+    :func:`run_settings`)."""
+    fixed = run_settings(protocol)
+    for name in ("dataset", "seed", "batch_size"):
+        if getattr(settings, name) != getattr(fixed, name):
+            raise ValueError(f"settings.{name} = {getattr(settings, name)!r}, but the protocol {protocol.name} fixes "
+                             f"{getattr(fixed, name)!r}; build the settings with run_settings(protocol, ...)")
 
 
 def plan_model(
@@ -137,40 +159,38 @@ def plan_model(
     store: ResultStore,
     subsets: Subsets,
     *,
-    device: str | torch.device | None = None,
+    settings: RunSettings,
     sweep: bool = True,
     data_dir: str | os.PathLike[str] | None = None,
-    pool: bool = True,
     checkpoint_sha256: str | None = None,
-    inference: str = "simulation",
 ) -> ModelPlan:
-    """Plan every evaluation of ``model`` under ``protocol`` (inputs and model checked once, store keys fixed)."""
+    """Plan every evaluation of ``model`` under ``protocol`` with the run's ``settings`` (:func:`run_settings`):
+    inputs and model checked once, store keys fixed."""
+    check_settings(protocol, settings)
     threat = get_threat_model(protocol.threat_model, protocol.eps, protocol.grid)
     families = {}
-    for family in FAMILIES:
-        specs = protocol.white_box if family == WHITE_BOX else protocol.black_box
+    for group in ACCESS_GROUPS:
+        specs = protocol.white_box if group == WHITE_BOX else protocol.black_box
         if specs:
-            x, y, idx = subsets[family]
-            families[family] = plan_evaluation(
+            x, y, idx = subsets[group]
+            families[group] = plan_evaluation(
                 model, x, y, idx, attacks=[get_attack(s.name, **s.kwargs) for s in specs], threat=threat,
-                dataset=protocol.dataset, model_name=model_name, seed=protocol.seed, batch_size=protocol.batch_size,
-                device=device, store=store, pool=pool, inference=inference,
+                settings=settings, model_name=model_name, store=store,
             )
     sweep_plans: list[EvalPlan] = []
     if sweep and protocol.sweep_eps:
         x, y, idx = load_dataset(protocol.dataset, protocol.n_sweep, data_dir, None)
         sweep_plans = plan_sweep(
             model, model_name, x, y, idx, protocol.sweep_attack, protocol.threat_model,
-            [parse_eps(e) for e in protocol.sweep_eps], store, dataset=protocol.dataset, seed=protocol.seed,
-            batch_size=protocol.batch_size, device=device, inference=inference, grid=protocol.grid,
+            [parse_eps(e) for e in protocol.sweep_eps], store, settings=settings, grid=protocol.grid,
         )
-    return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, checkpoint_sha256, inference)
+    return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, settings, checkpoint_sha256)
 
 
 def _eps_star(plan: ModelPlan, console: Console | None, progress: bool,
-              backend: Backend | None) -> MinimalPerturbation | None:
+              executor: Executor | None) -> MinimalPerturbation | None:
     """eps* on the black-box images (None where the protocol has none). A report that reads the store only
-    (:class:`StoredOnlyBackend`) over a store without this search's rows (one written before it) gets None and a
+    (:class:`StoredOnlyExecutor`) over a store without this search's rows (one written before it) gets None and a
     note: the rest of the model's results stand, and `protocol run` adds eps* to the store."""
     protocol = plan.protocol
     if not (protocol.eps_star_attacks and BLACK_BOX in plan.subsets and plan.families):
@@ -178,16 +198,15 @@ def _eps_star(plan: ModelPlan, console: Console | None, progress: bool,
     x, y, idx = plan.subsets[BLACK_BOX]
     ctx = next(iter(plan.families.values())).ctx
     try:
-        return minimal_perturbation(
+        return search_eps_star(
             plan.model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
             eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds,
             eps_floor=protocol.eps_star_floor, probe_draws=protocol.eps_star_draws, store=ctx.store,
-            dataset=protocol.dataset, model_name=plan.model_name, seed=protocol.seed, batch_size=protocol.batch_size,
-            device=ctx.device, progress=progress, console=console, backend=backend, inference=plan.inference,
+            settings=plan.settings, model_name=plan.model_name, progress=progress, console=console, executor=executor,
             grid=protocol.grid,
         )
     except MissingResultsError:
-        if not isinstance(backend, StoredOnlyBackend):
+        if not isinstance(executor, StoredOnlyExecutor):
             raise
         (console or Console(stderr=True)).print(
             f"[yellow]note[/]: {plan.model_name}: eps* is not in {ctx.store.path} (a store written before the "
@@ -197,7 +216,7 @@ def _eps_star(plan: ModelPlan, console: Console | None, progress: bool,
 
 
 def execute_model(
-    plan: ModelPlan, *, console: Console | None = None, progress: bool = True, backend: Backend | None = None,
+    plan: ModelPlan, *, console: Console | None = None, progress: bool = True, backend: Executor | None = None,
     sweep: bool = True,
 ) -> ModelEvaluation:
     """Carry out ``plan`` (its batches computed by ``backend`` first when given), then score it: per-family and
@@ -238,13 +257,13 @@ def execute_model(
         seconds=active_clock().now() - t0,
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
-        inference=plan.inference,
+        inference=plan.settings.inference,
         machine=_machine(plan, backend),
         per_image=per_image,
     )
 
 
-def _machine(plan: ModelPlan, backend: Backend | None) -> str | None:
+def _machine(plan: ModelPlan, backend: Executor | None) -> str | None:
     """What computed the model's batches, from the store (each machine's share where several did: a run resumed
     elsewhere, a cluster); for a store whose batches name none, the machine writing the card, as before."""
     if not plan.plans:
@@ -305,10 +324,10 @@ def run_model(
     progress: bool = True,
     sweep: bool = True,
     data_dir: str | os.PathLike[str] | None = None,
-    backend: Backend | None = None,
+    backend: Executor | None = None,
     pool: bool = True,
     checkpoint_sha256: str | None = None,
-    inference: str = "simulation",
+    inference: Inference | str = Inference.SIMULATION,
 ) -> ModelEvaluation:
     """Evaluate one model under every attack of ``protocol`` (resumable through ``store``; ``backend`` computes
     the store batches elsewhere, e.g. on a Ray cluster, with the same rows): :func:`plan_model`, then
@@ -316,8 +335,9 @@ def run_model(
 
     ``pool=False`` runs the black-box store batches one after the other instead of side by side (``pool`` of
     :func:`~arbibench.evaluation.runner.evaluate`); the stored rows are the same either way."""
-    plan = plan_model(model, model_name, protocol, store, subsets, device=device, sweep=sweep, data_dir=data_dir,
-                      pool=pool, checkpoint_sha256=checkpoint_sha256, inference=inference)
+    settings = run_settings(protocol, device=device, inference=inference, pool=pool)
+    plan = plan_model(model, model_name, protocol, store, subsets, settings=settings, sweep=sweep, data_dir=data_dir,
+                      checkpoint_sha256=checkpoint_sha256)
     return execute_model(plan, console=console, progress=progress, backend=backend, sweep=sweep)
 
 
@@ -330,9 +350,9 @@ def _worst_case_on_black_box(runs: dict[str, Evaluation], subsets: Subsets) -> t
         raise RuntimeError("the black-box images are not a subset of the white-box images")
     robust = runs[BLACK_BOX].clean.clean_correct.copy()
     acc: dict[str, float] = {}
-    for family in FAMILIES:
-        for name, out in runs[family].outcomes.items():
-            adv = out.adv_correct[pos] if family == WHITE_BOX else out.adv_correct
+    for group in ACCESS_GROUPS:
+        for name, out in runs[group].outcomes.items():
+            adv = out.adv_correct[pos] if group == WHITE_BOX else out.adv_correct
             acc[name] = float(adv.mean())
             robust &= adv
     return float(robust.mean()), acc
@@ -355,25 +375,20 @@ def plan_sweep(
     eps_values: Sequence[float],
     store: ResultStore,
     *,
-    dataset: str = "cifar10",
-    seed: int = 0,
-    batch_size: int = 200,
-    device: str | torch.device | None = None,
-    inference: str = "simulation",
+    settings: RunSettings,
     grid: str = "float",
 ) -> list[EvalPlan]:
-    """One planned evaluation of ``attack`` per eps, on the same images (and input ``grid``)."""
+    """One planned evaluation of ``attack`` per eps, on the same images (and input ``grid``), under ``settings``."""
     return [
         plan_evaluation(model, x, y, indices, attacks=[attack], threat=get_threat_model(threat_model, eps, grid),
-                        dataset=dataset, model_name=model_name, seed=seed, batch_size=batch_size, device=device,
-                        store=store, inference=inference)
+                        settings=settings, model_name=model_name, store=store)
         for eps in eps_values
     ]
 
 
 def execute_sweep(
     plans: Sequence[EvalPlan], *, console: Console | None = None, progress: bool = True,
-    backend: Backend | None = None,
+    backend: Executor | None = None,
 ) -> tuple[list[SweepRow], PairedOutcomes]:
     """The rows of a planned sweep (ACC* and ACC_norm per eps) and the per-image outcomes, one column per eps
     (named by its text, e.g. "8/255"); ``backend`` computes all the eps' batches together first."""
@@ -410,12 +425,15 @@ def sweep_outcomes(
     device: str | torch.device | None = None,
     console: Console | None = None,
     progress: bool = True,
-    backend: Backend | None = None,
+    backend: Executor | None = None,
+    inference: Inference | str = Inference.SIMULATION,
 ) -> tuple[list[SweepRow], PairedOutcomes]:
     """One row per eps (ACC* and ACC_norm of ``attack``, each eps its own stored evaluation) and the per-image
-    outcomes, one column per eps: :func:`plan_sweep`, then :func:`execute_sweep`."""
-    plans = plan_sweep(model, model_name, x, y, indices, attack, threat_model, eps_values, store, dataset=dataset,
-                       seed=seed, batch_size=batch_size, device=device)
+    outcomes, one column per eps: :func:`plan_sweep`, then :func:`execute_sweep`. ``inference`` names the network
+    whose answers count, as for every other evaluation."""
+    settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
+                           inference=Inference.parse(inference))
+    plans = plan_sweep(model, model_name, x, y, indices, attack, threat_model, eps_values, store, settings=settings)
     return execute_sweep(plans, console=console, progress=progress, backend=backend)
 
 
@@ -435,14 +453,13 @@ def plan_zoo_model(
     *,
     data_dir: str | os.PathLike[str] | None,
     model_dir: str | os.PathLike[str] | None,
-    device: torch.device,
+    settings: RunSettings,
     sweep: bool,
-    inference: str,
 ) -> ModelPlan:
-    """:func:`plan_model` for the zoo model ``name``, loaded on ``device`` with its checkpoint's sha256."""
-    return plan_model(load_model(name, model_dir, protocol.dataset, device=device), name, protocol, store, subsets,
-                      device=device, sweep=sweep, data_dir=data_dir,
-                      checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir), inference=inference)
+    """:func:`plan_model` for the zoo model ``name``, loaded on the settings' device with its checkpoint's sha256."""
+    model = load_model(name, model_dir, protocol.dataset, device=resolve_device(settings.device))
+    return plan_model(model, name, protocol, store, subsets, settings=settings, sweep=sweep, data_dir=data_dir,
+                      checkpoint_sha256=checkpoint_sha256(name, protocol.dataset, model_dir))
 
 
 def run_protocol(
@@ -457,8 +474,8 @@ def run_protocol(
     progress: bool = True,
     sweep: bool = True,
     on_model_done: Callable[[ModelEvaluation, nn.Module], None] | None = None,
-    backend: Backend | None = None,
-    inference: str = "simulation",
+    backend: Executor | None = None,
+    inference: Inference | str = Inference.SIMULATION,
 ) -> list[ModelEvaluation]:
     """Evaluate every zoo model in ``models`` under ``protocol``; ``on_model_done`` gets each result as it lands.
 
@@ -466,13 +483,13 @@ def run_protocol(
     model is planned first and the store batches of all of them are computed there together, longest first; each
     model is then executed (read back from the store; the eps* search, whose rounds depend on each other, goes
     through the backend too). Without one, each model is planned and executed in turn."""
-    device = resolve_device(device)
+    settings = run_settings(protocol, device=resolve_device(device), inference=inference)
     check_model_names(protocol, models, model_dir)
     subsets = protocol_subsets(protocol, data_dir)
 
     def plan(name: str) -> ModelPlan:
-        return plan_zoo_model(name, protocol, store, subsets, data_dir=data_dir, model_dir=model_dir, device=device,
-                              sweep=sweep, inference=inference)
+        return plan_zoo_model(name, protocol, store, subsets, data_dir=data_dir, model_dir=model_dir,
+                              settings=settings, sweep=sweep)
 
     planned: dict[str, ModelPlan] = {}
     if backend is not None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from arbibench.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from arbibench.train.accuracy import evaluate, final_accuracy
+    from arbibench.train.accuracy import final_accuracy, top1_accuracy
     from arbibench.train.adversarial import catastrophic_overfitting_check, fgsm_random_start, robust_check
     from arbibench.train.augmentation import augment
     from arbibench.train.batchnorm import recalibrate_batchnorm, recalibrate_checkpoint, recalibration_images
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 # public name -> the module that defines it
 _LAZY: dict[str, str] = {
-    "evaluate": "arbibench.train.accuracy",
+    "top1_accuracy": "arbibench.train.accuracy",
     "final_accuracy": "arbibench.train.accuracy",
     "catastrophic_overfitting_check": "arbibench.train.adversarial",
     "fgsm_random_start": "arbibench.train.adversarial",
@@ -98,7 +98,7 @@ __all__ = [
     "catastrophic_overfitting_check",
     "default_recipe",
     "distillation_loss",
-    "evaluate",
+    "top1_accuracy",
     "fgsm_random_start",
     "final_accuracy",
     "init_learned_scales",

@@ -14,8 +14,8 @@ def as_tensor(x: np.ndarray | torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
-             batch_size: int = 500) -> float:
+def top1_accuracy(model: torch.nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
+                  batch_size: int = 500) -> float:
     """Clean accuracy of ``model`` on uint8 NCHW images, computed on the model's device (images resident there are
     not copied; counts stay on the device until the end)."""
     model.eval()
@@ -33,8 +33,8 @@ def evaluate(model: torch.nn.Module, x: np.ndarray | torch.Tensor, y: np.ndarray
 def final_accuracy(model: torch.nn.Module, x_test: np.ndarray, y_test: np.ndarray) -> dict[str, Any]:
     """The summary's accuracy fields, which ``export_checkpoint`` copies into the model card."""
     return {
-        "clean_acc": evaluate(model, x_test, y_test),
+        "clean_acc": top1_accuracy(model, x_test, y_test),
         "clean_acc_n_examples": len(y_test),
-        "clean_acc_first500": evaluate(model, x_test[:500], y_test[:500]),
+        "clean_acc_first500": top1_accuracy(model, x_test[:500], y_test[:500]),
         "torch_threads": torch.get_num_threads(),
     }

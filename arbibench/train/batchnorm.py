@@ -16,7 +16,7 @@ from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.files import atomic_write_json
 from arbibench.models.architectures import build_model
 from arbibench.models.zoo import CHECKPOINT_DIR, load_card, sha256_file
-from arbibench.train.accuracy import evaluate, final_accuracy
+from arbibench.train.accuracy import final_accuracy, top1_accuracy
 from arbibench.train.augmentation import augment
 from arbibench.train.checkpoints import atomic_save_tensors, init_checkpoint
 from arbibench.train.recipes import KD_BN_BATCHES, Recipe
@@ -86,7 +86,7 @@ def recalibrate_checkpoint(
     x_test, y_test = read_cifar10_arrays("test", data_dir)
     x_test, y_test = x_test[:eval_examples], y_test[:eval_examples]
     t0 = time.time()
-    before = evaluate(model, x_test, y_test)
+    before = top1_accuracy(model, x_test, y_test)
     log(f"{name}: clean accuracy {before:.4f} with the shipped statistics")
     recalibrate_batchnorm(model, recalibration_images(torch.from_numpy(x_train), recipe))
     out = Path(out_dir)

@@ -271,7 +271,8 @@ def train(
     if recipe.val_examples and run.validation is None:
         # the starting point's own validation accuracy: a continuation must beat it to replace the model it continues
         run.validation = {
-            "init_val_acc": accuracy.evaluate(run.model, resident.x_val, resident.y_val) if recipe.init_from else None
+            "init_val_acc": (accuracy.top1_accuracy(run.model, resident.x_val, resident.y_val)
+                             if recipe.init_from else None)
         }
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -431,7 +432,7 @@ def _measure(
     stopped_early = False
     if recipe.val_examples:  # selection on held-out training images; the test set is not looked at
         look = "val"
-        history[-1]["val_acc"] = measured = accuracy.evaluate(model, resident.x_val, resident.y_val)
+        history[-1]["val_acc"] = measured = accuracy.top1_accuracy(model, resident.x_val, resident.y_val)
         best = best_val_epoch(history)
         if best == epoch + 1:
             atomic_save_tensors(model.state_dict(), out / "best_val.safetensors")
@@ -440,7 +441,7 @@ def _measure(
             log(f"epoch {epoch + 1}: no better validation accuracy for {recipe.patience} epochs; stopping")
     else:
         look = "test@1000"
-        history[-1]["test_acc_1000"] = measured = accuracy.evaluate(model, data.x_test[:1000], data.y_test[:1000])
+        history[-1]["test_acc_1000"] = measured = accuracy.top1_accuracy(model, data.x_test[:1000], data.y_test[:1000])
     if recipe.robust_check_images:
         pgd_acc = robust_check(model, data.x_check, data.y_check, recipe.adv_eps)
         best_pgd = max((h["pgd10_acc"] for h in history[:-1]), default=0.0)
@@ -487,14 +488,14 @@ def _finish(recipe: Recipe, run: _Run, data: _Data, out: Path) -> dict[str, Any]
             "optimistic": validation_optimistic(recipe.init_from),
         }
     if recipe.bn_recalibration_batches:
-        before = accuracy.evaluate(model, data.x_test, data.y_test)
+        before = accuracy.top1_accuracy(model, data.x_test, data.y_test)
         watch = Lap()
         recalibrate_batchnorm(model, recalibration_images(torch.from_numpy(data.x_train), recipe))
         atomic_save_tensors(model.state_dict(), out / "model.safetensors")
         summary["clean_acc_before_bn_recalibration"] = before
         summary["train_time_s"] = round(run.elapsed + watch.lap()[0], 1)
     if recipe.val_examples:
-        summary["validation"]["val_acc"] = accuracy.evaluate(model, data.x_val, data.y_val)
+        summary["validation"]["val_acc"] = accuracy.top1_accuracy(model, data.x_val, data.y_val)
     summary.update(accuracy.final_accuracy(model, data.x_test, data.y_test))
     atomic_write_json(summary, out / "summary.json")
     return summary

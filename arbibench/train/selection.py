@@ -9,7 +9,7 @@ import numpy as np
 
 from arbibench.data.cifar10 import read_cifar10_arrays
 from arbibench.models.zoo import CHECKPOINT_DIR, load_card, load_model
-from arbibench.train.accuracy import evaluate
+from arbibench.train.accuracy import top1_accuracy
 
 
 def split_validation(
@@ -56,4 +56,4 @@ def shipped_heldout(name: str, n_val: int, data_dir: str | Path | None, zoo_dir:
     x, y = read_cifar10_arrays("train", data_dir)
     _, _, x_val, y_val = split_validation(x, y, n_val)
     trained_on = not card.recipe.get("val_examples") or bool((card.validation or {}).get("optimistic"))
-    return {"val_acc": evaluate(model, x_val, y_val), "trained_on_heldout": trained_on, "sha256": card.sha256}
+    return {"val_acc": top1_accuracy(model, x_val, y_val), "trained_on_heldout": trained_on, "sha256": card.sha256}

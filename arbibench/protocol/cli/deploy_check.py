@@ -30,7 +30,7 @@ def protocol_deploy_check(
     """Does robustness measured on the float simulation hold for the deployed, bit-packed BNN? Clean agreement,
     the share of the simulation's adversarial examples that fool the deployed network, and Square/HSJA/RayS run
     against each (arbibench.protocol.deploy_check)."""
-    from arbibench.deploy import get_backend  # start-up: the deployed network loads torch
+    from arbibench.deploy import get_conv_kernel  # start-up: the deployed network loads torch
     from arbibench.models.methods import get_method  # start-up: the presets load torch
     from arbibench.models.zoo import ZOO  # start-up: the zoo loads torch
     from arbibench.protocol.deploy_check import check_attacks, run_deploy_check  # start-up: loads torch
@@ -47,7 +47,7 @@ def protocol_deploy_check(
     chosen = None if attacks is None else [a.strip() for a in attacks.split(",") if a.strip()]
     try:  # a misspelt attack or a backend this machine lacks: refused before any model is loaded
         check_attacks(protocol, chosen)
-        get_backend(backend)
+        get_conv_kernel(backend)
     except user_errors() as e:
         fail(e)
     table = Table("model", "clean agreement", "pad=+1 agreement", "transfer to deployed (min share)",

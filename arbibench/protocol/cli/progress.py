@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from arbibench.evaluation.cli import user_errors
+from arbibench.inference import Inference
 from arbibench.protocol.cli import common
 from arbibench.terminal import console, fail
 
@@ -55,7 +56,7 @@ def protocol_progress_command(
     address: str | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
     workers: int | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
     worker_threads: int | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
-    inference: str = typer.Option("simulation", help="The run's --inference."),
+    inference: str = typer.Option(Inference.SIMULATION.value, help="The run's --inference."),
     grid: str = typer.Option("float", help="The run's --grid."),
     only_attacks: str | None = typer.Option(None, "--only-attacks", hidden=True, help=RUN_ONLY_HELP),
     evaluations: bool = typer.Option(

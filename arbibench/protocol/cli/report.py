@@ -115,7 +115,7 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
                     data_dir: Path | None, model_dir: Path | None, device: str | None) -> list[ModelEvaluation]:
     """The models whose run is complete in ``db``, one at a time: a model still on the queue goes to ``left_out``
     with why, and the others are reported."""
-    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyBackend  # start-up: as above
+    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyExecutor  # start-up: as above
     from arbibench.protocol.run import run_protocol  # start-up: as above
 
     results: list[ModelEvaluation] = []
@@ -130,7 +130,7 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
             continue
         try:
             results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
-                                    device=device, console=console, backend=StoredOnlyBackend())
+                                    device=device, console=console, backend=StoredOnlyExecutor())
         except MissingResultsError as e:
             left_out[model_name] = str(e)
             console.print(f"left out {e}")

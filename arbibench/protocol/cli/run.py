@@ -18,9 +18,10 @@ from arbibench.evaluation.cli import (
     INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
-    open_backend,
+    open_executor,
     user_errors,
 )
+from arbibench.inference import Inference
 from arbibench.protocol.cli import common
 from arbibench.protocol.cli.common import DEMO_HELP
 from arbibench.terminal import console, fail
@@ -50,7 +51,7 @@ def protocol_run(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
-    inference: str = typer.Option("simulation", help=INFERENCE_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
     grid: str = typer.Option("float", help=f"{GRID_HELP} No eps* search on the grid; its cards go to a uint8/ folder."),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
@@ -102,7 +103,7 @@ def protocol_run(
         path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
         console.print(f"wrote {path}")
 
-    runner_backend = open_backend(backend, address, workers, worker_threads, model_dir)
+    runner_backend = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         with ResultStore(store) as db:
             results = run_protocol(
@@ -136,7 +137,7 @@ def _protocol_run_attacks(
         wanted = check_attack_names(protocol, attacks, sweep=sweep)  # before a backend starts its workers
     except ValueError as e:
         fail(e)
-    runner_backend = open_backend(*backend_options, model_dir)
+    runner_backend = open_executor(*backend_options, model_dir)
     try:
         with ResultStore(store) as db:
             shares = compute_attacks(protocol, names, db, wanted, data_dir=data_dir, model_dir=model_dir,

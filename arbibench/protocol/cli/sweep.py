@@ -12,11 +12,13 @@ from arbibench.cards import parse_card, read_card_json
 from arbibench.evaluation.cli import (
     ADDRESS_HELP,
     BACKEND_HELP,
+    INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
-    open_backend,
+    open_executor,
     user_errors,
 )
+from arbibench.inference import Inference
 from arbibench.terminal import console, fail
 
 
@@ -35,6 +37,7 @@ def sweep(
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
+    inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
 ) -> None:
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
     from arbibench.attacks import parse_eps  # start-up: the attacks load torch
@@ -46,8 +49,9 @@ def sweep(
     from arbibench.protocol.cards import sweep_points  # start-up: as above
     from arbibench.protocol.run import sweep_eps  # start-up: as above
 
-    runner_backend = open_backend(backend, address, workers, worker_threads)
+    runner_backend = open_executor(backend, address, workers, worker_threads)
     try:
+        chosen = Inference.parse(inference)  # before the model and the data load
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
         if not values:
             raise ValueError("--eps needs at least one value")
@@ -56,7 +60,7 @@ def sweep(
         x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
         with ResultStore(store) as db:
             rows = sweep_eps(net, model, x, y, idx, attack, threat_model, values, db, dataset=dataset,
-                             device=device, console=console, backend=runner_backend)
+                             device=device, console=console, backend=runner_backend, inference=chosen)
     except user_errors() as e:
         fail(e)
     finally:
@@ -69,7 +73,7 @@ def sweep(
         table.add_row(row["eps_text"], f"{100 * row['acc_star']:.1f}%", f"{row['acc_norm']:.3f}")
     console.print(table)
     if model_info is not None:
-        path = card_path(model_info, dataset, threat_model, model)
+        path = card_path(model_info, dataset, threat_model, model, inference=chosen)
         if not path.is_file():
             fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
         try:

@@ -13,7 +13,7 @@ from rich.table import Table
 from arbibench.evaluation.findings import LESS_ROBUST, MORE_ROBUST, TwinComparison, verdict_counts
 from arbibench.leaderboard.eps_star import eps_star_text
 from arbibench.protocol.claims import CLAIM_DATASETS, DOES_NOT_HOLD, HOLDS, SAME_VERDICT, check_claims, verdicts_of
-from arbibench.protocol.presets import BLACK_BOX, FAMILIES, WHITE_BOX, Protocol
+from arbibench.protocol.presets import ACCESS_GROUPS, BLACK_BOX, WHITE_BOX, Protocol
 from arbibench.protocol.run import ALL, ModelEvaluation
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def model_table(r: ModelEvaluation) -> Table:
     t = Table(title=f"{r.model_name} — protocol {p.label}, {p.threat_model} eps {p.eps_text}")
     for col in ("attack", "family", "n", "ACC*", "95% CI", "ACC_norm", "median queries"):
         t.add_column(col, justify="left" if col in ("attack", "family") else "right")
-    for family in FAMILIES:
+    for family in ACCESS_GROUPS:
         if family in r.clean_acc:
             lo, hi = r.clean_interval[family]
             t.add_row("clean (ACC)", family, str(r.n_examples[family]), _pct(r.clean_acc[family]),
@@ -39,7 +39,7 @@ def model_table(r: ModelEvaluation) -> Table:
         q = "" if a.median_queries is None else f"{a.median_queries:.0f}"
         t.add_row(a.name, a.family, str(a.n_examples), _pct(a.acc_star),
                   f"{_pct(a.interval[0])}–{_pct(a.interval[1])}", f"{a.acc_norm:.3f}", q)
-    parts = [f"RS {f} {r.rs[f]:.3f} (mean {r.rs_mean[f]:.3f})" for f in (*FAMILIES, ALL) if f in r.rs]
+    parts = [f"RS {f} {r.rs[f]:.3f} (mean {r.rs_mean[f]:.3f})" for f in (*ACCESS_GROUPS, ALL) if f in r.rs]
     worst = [f"worst case {f} {_pct(v)}" for f, v in r.worst_case.items()]
     eps_star = [] if r.eps_star is None else [
         f"median eps* ({', '.join(r.eps_star['attacks'])}, the {r.eps_star.get('n_correct', '')} correctly "

@@ -9,26 +9,26 @@ import pytest
 from typer.testing import CliRunner
 
 from arbibench.cli import app
-from arbibench.evaluation import backend_registry
-from arbibench.evaluation.backend_registry import get_backend
-from arbibench.evaluation.backends import BackendError
+from arbibench.evaluation import executor_registry
+from arbibench.evaluation.executor_registry import get_executor
+from arbibench.evaluation.executors import ExecutorError
 
 
 @pytest.fixture
 def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     """As if Ray were not installed."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(backend_registry.importlib.util, "find_spec",
+    monkeypatch.setattr(executor_registry.importlib.util, "find_spec",
                         lambda name, *a: None if name == "ray" else real(name))
 
 
 def test_local_is_the_runner_itself() -> None:
-    assert get_backend("local") is None
+    assert get_executor("local") is None
 
 
 def test_ray_without_the_extra_says_how_to_install_it(no_ray: None) -> None:
-    with pytest.raises(BackendError, match=r"pip install 'arbibench\[ray\]'.*ray==2\.60\.0"):
-        get_backend("ray")
+    with pytest.raises(ExecutorError, match=r"pip install 'arbibench\[ray\]'.*ray==2\.60\.0"):
+        get_executor("ray")
 
 
 @pytest.mark.parametrize(
@@ -40,8 +40,8 @@ def test_ray_without_the_extra_says_how_to_install_it(no_ray: None) -> None:
      ({"name": "processes", "workers": 0}, "--workers must be a positive integer, got 0")],
 )  # fmt: skip
 def test_bad_backend_options_are_refused(kwargs: dict, message: str) -> None:
-    with pytest.raises(BackendError, match=message):
-        get_backend(**kwargs)
+    with pytest.raises(ExecutorError, match=message):
+        get_executor(**kwargs)
 
 
 @pytest.mark.parametrize("command", [["eval", "-m", "resnet20_bnn"], ["sweep", "-m", "resnet20_bnn"],

@@ -1,4 +1,5 @@
-"""The processes backend: store batches computed by worker processes on this machine, committed by the driver.
+"""The processes executor (``--backend processes``): store batches computed by worker processes on this machine,
+committed by the driver.
 
 For a machine with more cores than one process keeps busy, or a GPU that one process may leave idle between small
 kernels (a ResNet-20 on 32x32 images gives each kernel little work; not measured here): ``workers`` processes,
@@ -23,9 +24,9 @@ import torch
 from rich.progress import Progress, TaskID
 
 from arbibench.attacks import Attack
-from arbibench.evaluation.backends import BackendError
 from arbibench.evaluation.batch import BatchOutcome
-from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerBackend
+from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerExecutor
+from arbibench.evaluation.executors import ExecutorError
 from arbibench.evaluation.plan import commit_outcome
 
 IN_FLIGHT_PER_WORKER = 2  # one batch computing, one waiting in the pipe so that no worker idles on a round trip
@@ -48,7 +49,7 @@ def _compute(task: BatchTask, attack: Attack | None) -> tuple[BatchOutcome, floa
     return task.compute(attack, _models)
 
 
-class ProcessBackend(WorkerBackend):
+class ProcessExecutor(WorkerExecutor):
     """Store batches on ``workers`` local processes (default: this machine's CPUs / ``worker_threads``) of
     ``worker_threads`` torch threads each (default: the driver's)."""
 
@@ -79,12 +80,12 @@ class ProcessBackend(WorkerBackend):
             infos = {f.result() for f in [self.pool.submit(_worker_info) for _ in range(self.workers)]}
         except BrokenProcessPool as e:
             self.close()
-            raise BackendError(f"the {self.workers} worker processes did not start ({e}); try --backend local") from e
+            raise ExecutorError(f"the {self.workers} worker processes did not start ({e}); try --backend local") from e
         self.pids = sorted(pid for pid, _ in infos)
         wrong = [threads for _, threads in infos if threads != self.worker_threads]
         if wrong:
             self.close()
-            raise BackendError(f"workers run {wrong[0]} torch threads, not the {self.worker_threads} asked for")
+            raise ExecutorError(f"workers run {wrong[0]} torch threads, not the {self.worker_threads} asked for")
 
     def close(self) -> None:
         if self.pool is not None:
@@ -121,7 +122,7 @@ class ProcessBackend(WorkerBackend):
                     if self.on_commit is not None:
                         self.on_commit(self.committed)
         except BrokenProcessPool as e:
-            raise BackendError(
+            raise ExecutorError(
                 "a worker process died (killed, or out of memory) while batches were computing; rerun the same "
                 "command: the committed batches are kept"
             ) from e

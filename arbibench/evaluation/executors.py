@@ -1,10 +1,10 @@
 """Where store batches are computed: here (``local``, the runner itself) or on a cluster (``ray``).
 
-A backend receives evaluation plans (:class:`~arbibench.evaluation.plan.EvalPlan`), computes every batch the store
-does not hold yet with :func:`~arbibench.evaluation.batch.compute_batch`, and hands each result back to the driver,
-which alone writes the SQLite store (one transaction per batch). Clean passes come first (an attack batch needs its
-images' clean outcomes), then the attack batches, longest first. Another engine fits behind the same
-:class:`Backend` interface; :func:`arbibench.evaluation.backend_registry.get_backend` picks one by name (this
+An executor (what ``--backend`` names) receives evaluation plans (:class:`~arbibench.evaluation.plan.EvalPlan`),
+computes every batch the store does not hold yet with :func:`~arbibench.evaluation.batch.compute_batch`, and hands each
+result back to the driver, which alone writes the SQLite store (one transaction per batch). Clean passes come first (an
+attack batch needs its images' clean outcomes), then the attack batches, longest first. Another engine fits behind the
+same :class:`Executor` interface; :func:`arbibench.evaluation.executor_registry.get_executor` picks one by name (this
 module is the interface alone, so an implementation can import it without a circle).
 """
 
@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from arbibench.evaluation.plan import EvalPlan
 
 
-class BackendError(ValueError):
-    """A backend cannot be used as asked (Ray not installed, options that apply to another backend)."""
+class ExecutorError(ValueError):
+    """An executor cannot be used as asked (Ray not installed, options that apply to another ``--backend``)."""
 
 
-class Backend(ABC):
+class Executor(ABC):
     """Computes store batches outside the driver's runner; the driver commits each one to the store."""
 
     name: str
@@ -37,7 +37,7 @@ class Backend(ABC):
     def close(self) -> None:
         """Release the workers (a later :meth:`run` starts new ones)."""
 
-    def __enter__(self) -> Backend:
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: object) -> None:

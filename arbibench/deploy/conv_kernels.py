@@ -1,4 +1,7 @@
-"""Which program computes a deployed convolution: the C kernel, numba, or the torch emulator; and the fallback.
+"""Which conv kernel computes a deployed convolution: the C kernel, numba, or the torch emulator; and the fallback.
+
+The user picks one by name with ``backend=`` (``deploy(model, backend=...)``, ``deploy-check --backend``); here a
+:class:`ConvKernel` is that program, distinct from an evaluation's executor (:mod:`arbibench.evaluation.executors`).
 
 ``auto`` takes the C kernel, else numba (the optional ``deploy`` extra) when the kernel cannot be built here, else
 the emulator. A fallback is said once per process and reason (a warning on the ``arbibench.deploy`` logger), never
@@ -18,7 +21,7 @@ from arbibench.deploy.emulator import emulate_conv
 from arbibench.deploy.kernel import MAX_WORDS, kernel_conv, resolve_isa
 from arbibench.deploy.semantics import BinaryConvSpec, Glue
 
-BACKENDS = ("auto", "kernel", "numba", "emulator")
+CONV_KERNELS = ("auto", "kernel", "numba", "emulator")
 LOG = logging.getLogger("arbibench.deploy")
 _SAID: set[str] = set()
 
@@ -37,9 +40,10 @@ FusedConv = Callable[
 
 
 @dataclass(frozen=True)
-class Backend:
-    """A named convolution program: ``conv(d, spec)`` -> the deployed output; ``fused`` also takes the sign's
-    threshold, the residual and the activation into its epilogue (the C kernel), else the layer applies them."""
+class ConvKernel:
+    """A conv kernel, a named convolution program: ``conv(d, spec)`` -> the deployed output; ``fused`` also takes
+    the sign's threshold, the residual and the activation into its epilogue (the C kernel), else the layer applies
+    them."""
 
     name: str
     conv: Callable[[torch.Tensor, BinaryConvSpec], torch.Tensor]
@@ -55,7 +59,7 @@ def call_threads(threads: int | None) -> int:
     return max(1, torch.get_num_threads() if threads is None else int(threads))
 
 
-def _kernel(threads: int | None, isa: str) -> Backend:
+def _kernel(threads: int | None, isa: str) -> ConvKernel:
     chosen = resolve_isa(isa)  # builds and loads the library now, so a failure shows at deploy time
     lib = load_library()
 
@@ -67,10 +71,10 @@ def _kernel(threads: int | None, isa: str) -> Backend:
         return kernel_conv(x, spec, call_threads(threads), isa, lib, threshold=threshold, residual=residual,
                            glue=glue)
 
-    return Backend(f"kernel ({chosen})", conv, fused=fused, max_words=MAX_WORDS)
+    return ConvKernel(f"kernel ({chosen})", conv, fused=fused, max_words=MAX_WORDS)
 
 
-def _numba(threads: int | None) -> Backend:
+def _numba(threads: int | None) -> ConvKernel:
     from arbibench.deploy.numba_kernel import check_numba, numba_conv  # start-up: numba is an optional extra
 
     check_numba()  # NumbaUnavailableError when numba is not installed
@@ -78,18 +82,18 @@ def _numba(threads: int | None) -> Backend:
     def conv(d: torch.Tensor, spec: BinaryConvSpec) -> torch.Tensor:
         return numba_conv(d, spec, call_threads(threads))
 
-    return Backend("numba", conv)
+    return ConvKernel("numba", conv)
 
 
-def get_backend(name: str = "auto", threads: int | None = None, isa: str = "auto") -> Backend:
-    """The backend ``name``; ``auto`` falls back kernel -> numba -> emulator, saying so once."""
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}")
+def get_conv_kernel(name: str = "auto", threads: int | None = None, isa: str = "auto") -> ConvKernel:
+    """The conv kernel ``name`` (``--backend``); ``auto`` falls back kernel -> numba -> emulator, saying so once."""
+    if name not in CONV_KERNELS:
+        raise ValueError(f"unknown backend {name!r}; known: {', '.join(CONV_KERNELS)}")
     if threads is not None and (isinstance(threads, bool) or int(threads) < 1):
         raise ValueError(f"threads={threads!r}: give a positive count, or None for torch's at each call")
     n = None if threads is None else int(threads)
     if name == "emulator":
-        return Backend("emulator", emulate_conv)
+        return ConvKernel("emulator", emulate_conv)
     if name == "kernel":
         return _kernel(n, isa)
     if name == "numba":
@@ -106,7 +110,7 @@ def get_backend(name: str = "auto", threads: int | None = None, isa: str = "auto
         note = (f"deployed inference runs on the torch emulator (same logits, slower): no C kernel "
                 f"({kernel_reason}) and no numba (pip install 'arbibench[deploy]')")
         say_once(note)
-        return Backend("emulator", emulate_conv, note)
+        return ConvKernel("emulator", emulate_conv, note)
     note = f"deployed inference runs on numba (same logits, slower than the C kernel): {kernel_reason}"
     say_once(note)
-    return Backend(backend.name, backend.conv, note, max_words=backend.max_words)
+    return ConvKernel(backend.name, backend.conv, note, max_words=backend.max_words)

@@ -1,4 +1,5 @@
-"""The Ray backend: store batches computed by Ray actors, committed by the driver, row for row a local run's.
+"""The Ray executor (``--backend ray``): store batches computed by Ray actors, committed by the driver, row for row
+a local run's.
 
 Each worker is an actor holding ``worker_threads`` CPUs (default: the driver's torch thread count, so that it
 computes with the driver's thread count). It caches models by (zoo name, checkpoint sha256) and refuses to compute
@@ -31,9 +32,9 @@ from ray.exceptions import RayActorError, RayTaskError
 from rich.progress import Progress
 
 from arbibench.attacks import Attack
-from arbibench.evaluation.backends import BackendError
 from arbibench.evaluation.batch import BatchOutcome
-from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerBackend
+from arbibench.evaluation.batch_jobs import BatchJob, BatchTask, WorkerExecutor
+from arbibench.evaluation.executors import ExecutorError
 from arbibench.evaluation.plan import CLEAN, commit_outcome
 from arbibench.evaluation.store import hash_json
 
@@ -78,7 +79,7 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def connect_ray(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """``ray.init`` on ``address``, or one BackendError naming the address within about ``timeout`` seconds.
+    """``ray.init`` on ``address``, or one ExecutorError naming the address within about ``timeout`` seconds.
 
     A port that refuses or never answers is found by a plain TCP connection first; a port that answers but where no
     Ray head accepts the driver is found by a watchdog on ``ray.init`` (which would otherwise retry for ever; its
@@ -91,7 +92,7 @@ def connect_ray(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None
         return
     deadline = time.monotonic() + timeout  # one budget for the TCP probe and ray.init together
     if why := _refused(address, timeout):
-        raise BackendError(
+        raise ExecutorError(
             f"cannot reach the Ray cluster at {address}: {why}. Start its head (`ray start --head`), or pass the "
             "address that `ray start` printed to --address (or $RAY_ADDRESS)"
         )
@@ -112,14 +113,14 @@ def connect_ray(address: str | None, timeout: float = CONNECT_TIMEOUT_S) -> None
     try:
         threading.Thread(target=init, name="arbibench-ray-connect", daemon=True).start()
         if not done.wait(max(deadline - time.monotonic(), 0.0)):
-            raise BackendError(
+            raise ExecutorError(
                 f"the Ray cluster at {address} did not accept this driver within {timeout:g} s: is a Ray head of the "
                 "same version listening there? check with `ray status --address ...`"
             )
     finally:
         logging.getLogger("ray._private.worker").removeFilter(quiet)
     if failure:
-        raise BackendError(f"cannot connect to the Ray cluster at {address}: {failure[0]}") from failure[0]
+        raise ExecutorError(f"cannot connect to the Ray cluster at {address}: {failure[0]}") from failure[0]
 
 
 class BatchWorker:
@@ -143,13 +144,13 @@ class BatchWorker:
             if key not in self.attacks:
                 got = ray.get(attack_box[0])
                 if hash_json(got.config_dict()) != config_hash:
-                    raise BackendError(f"the attack of evaluation {key[:12]} arrived with another configuration")
+                    raise ExecutorError(f"the attack of evaluation {key[:12]} arrived with another configuration")
                 self.attacks[key] = got
             attack = self.attacks[key]
         return task.compute(attack, self.models)
 
 
-class RayBackend(WorkerBackend):
+class RayExecutor(WorkerExecutor):
     """Store batches on a Ray cluster: ``address`` is the head (``"auto"``, ``host:port``; default
     ``$RAY_ADDRESS``, else a private Ray on this machine bound to 127.0.0.1); ``workers`` actors (default: as
     many as the cluster's CPUs allow) of ``worker_threads`` torch threads each (default: the driver's)."""
@@ -186,7 +187,7 @@ class RayBackend(WorkerBackend):
         if ray.is_initialized():
             return
         if self.address is None and ray._private.ray_constants.ENABLE_RAY_CLUSTER:
-            raise BackendError(
+            raise ExecutorError(
                 "a private Ray started from this process would listen on every network interface; pass --address "
                 "(a running cluster, e.g. one started with `ray start --head --node-ip-address=127.0.0.1`), or "
                 "set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 before arbibench imports Ray"
@@ -201,7 +202,7 @@ class RayBackend(WorkerBackend):
         cpus = int(ray.cluster_resources().get("CPU", 0))  # type: ignore[no-untyped-call]  # ray: unannotated
         n = self.workers or max(1, cpus // self.worker_threads)
         if n * self.worker_threads > cpus:
-            raise BackendError(
+            raise ExecutorError(
                 f"{n} workers x {self.worker_threads} threads need {n * self.worker_threads} CPUs; the cluster has "
                 f"{cpus}: lower --workers or --worker-threads"
             )
@@ -210,14 +211,14 @@ class RayBackend(WorkerBackend):
         try:
             infos = ray.get([a.info.remote() for a in self.actors], timeout=WORKER_START_S)
         except ray.exceptions.GetTimeoutError as e:
-            raise BackendError(
+            raise ExecutorError(
                 f"{n} Ray workers did not start within {WORKER_START_S:g} s; check `ray status` on the cluster (free "
                 "CPUs, the same Ray and arbibench versions on every node) and that this driver can reach it"
             ) from e
         self.pids = [pid for pid, _ in infos]
         wrong = [threads for _, threads in infos if threads != self.worker_threads]
         if wrong:
-            raise BackendError(f"workers run {wrong[0]} torch threads, not the {self.worker_threads} asked for")
+            raise ExecutorError(f"workers run {wrong[0]} torch threads, not the {self.worker_threads} asked for")
 
     def close(self) -> None:
         for a in self.actors:
@@ -282,7 +283,7 @@ class RayBackend(WorkerBackend):
                 self._probe(worker)
                 job.attempts += 1
                 if job.attempts >= MAX_ATTEMPTS:
-                    raise BackendError(
+                    raise ExecutorError(
                         f"batch {job.batch_index} of {job.attack.name if job.attack else CLEAN} lost its worker "
                         f"{job.attempts} times ({e}); see the Ray logs of the cluster at {self._where()}"
                     ) from e
@@ -328,7 +329,7 @@ class RayBackend(WorkerBackend):
             if now > deadline:
                 self._lose(worker)
         if len(self.lost_workers) == len(self.actors):
-            raise BackendError(
+            raise ExecutorError(
                 f"every Ray worker of the cluster at {self._where()} died and none came back within "
                 f"{REVIVE_S:g} s (no free CPUs for them, or their nodes are gone); check `ray status`, then "
                 "rerun: the committed batches are kept"

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from arbibench.attacks import BLACK_BOX, WHITE_BOX
 from arbibench.cli import app
-from arbibench.evaluation.backends import BackendError
-from arbibench.evaluation.process_backend import ProcessBackend
+from arbibench.evaluation.executors import ExecutorError
+from arbibench.evaluation.process_executor import ProcessExecutor
 from arbibench.evaluation.store import ResultStore
 from arbibench.machine import describe
 from arbibench.protocol.presets import AttackSpec, Protocol
@@ -40,8 +40,8 @@ def local_store(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Pat
     return path
 
 
-def _processes_run(path: Path, data_dir: Path, kill_at: int | None = None) -> tuple[ProcessBackend, list]:
-    backend = ProcessBackend(workers=2, worker_threads=1)
+def _processes_run(path: Path, data_dir: Path, kill_at: int | None = None) -> tuple[ProcessExecutor, list]:
+    backend = ProcessExecutor(workers=2, worker_threads=1)
 
     def kill_a_worker(committed: int) -> None:
         if committed == kill_at:
@@ -83,7 +83,7 @@ def test_a_card_names_each_machine_s_share_of_a_resumed_run(local_store: Path, t
 
 
 def test_killed_worker_is_one_error_and_the_rerun_resumes(local_store: Path, tmp_path: Path, data_dir: Path) -> None:
-    with pytest.raises(BackendError, match="a worker process died.*rerun the same command"):
+    with pytest.raises(ExecutorError, match="a worker process died.*rerun the same command"):
         _processes_run(tmp_path / "p.db", data_dir, kill_at=5)
     with sqlite3.connect(tmp_path / "p.db") as c:
         kept = c.execute("SELECT COUNT(*) FROM batches").fetchone()[0]

@@ -79,9 +79,9 @@ def _ray_run(
     head: tuple[str, dict, int], path: Path, data_dir: Path, kill_at: int | None = None
 ) -> tuple[int, int, int]:
     """The protocol through the cluster; returns (batches the workers computed, retried batches, batches stored)."""
-    from arbibench.evaluation.ray_backend import RayBackend
+    from arbibench.evaluation.ray_executor import RayExecutor
 
-    backend = RayBackend(address=head[0], workers=2, worker_threads=1)
+    backend = RayExecutor(address=head[0], workers=2, worker_threads=1)
     killed: list[int] = []
 
     def kill_a_worker(committed: int) -> None:
@@ -167,11 +167,11 @@ def test_silent_cluster_address_fails_within_the_connect_timeout() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         address = f"127.0.0.1:{server.getsockname()[1]}"
-        code = ("import sys\nfrom arbibench.evaluation.backends import BackendError\n"
-                "from arbibench.evaluation.ray_backend import _refused, connect_ray\n"
+        code = ("import sys\nfrom arbibench.evaluation.executors import ExecutorError\n"
+                "from arbibench.evaluation.ray_executor import _refused, connect_ray\n"
                 "assert _refused('ray://127.0.0.1:1', 1) is None  # a Ray Client address is ray.init's to resolve\n"
                 f"try:\n    connect_ray({address!r}, timeout=5)\n"
-                "except BackendError as e:\n    print(e)\n    sys.exit(3)\n")
+                "except ExecutorError as e:\n    print(e)\n    sys.exit(3)\n")
         env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
         result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 3, result.stdout + result.stderr
@@ -186,7 +186,7 @@ def test_silent_address_is_refused_before_the_model_and_the_store(tmp_path: Path
         server.bind(("127.0.0.1", 0))
         server.listen()
         address = f"127.0.0.1:{server.getsockname()[1]}"
-        code = ("import sys\nimport arbibench.evaluation.ray_backend as rb\nrb.CONNECT_TIMEOUT_S = 3.0\n"
+        code = ("import sys\nimport arbibench.evaluation.ray_executor as rb\nrb.CONNECT_TIMEOUT_S = 3.0\n"
                 "from arbibench.cli import app\n"
                 f"sys.argv = ['arbibench', 'eval', '-m', 'resnet20_bnn', '-n', '8', '--attacks', 'fgsm', '--store', "
                 f"{str(store)!r}, '--backend', 'ray', '--address', {address!r}]\napp()\n")
@@ -212,8 +212,8 @@ def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int]
     (with 5 s, a fast machine finished every batch before the drop)."""
     import ray
 
-    from arbibench.evaluation import ray_backend
-    from arbibench.evaluation.ray_backend import RayBackend
+    from arbibench.evaluation import ray_executor
+    from arbibench.evaluation.ray_executor import RayExecutor
 
     class CpuHolder:  # defined here, so that Ray ships it by value: the workers cannot import this test module
         """Takes a CPU of the cluster, so that a worker Ray restarts finds none."""
@@ -221,8 +221,8 @@ def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int]
         def ready(self) -> bool:
             return True
 
-    monkeypatch.setattr(ray_backend, "REVIVE_S", 1.0)
-    backend = RayBackend(address=ray_head[0], workers=2, worker_threads=1)
+    monkeypatch.setattr(ray_executor, "REVIVE_S", 1.0)
+    backend = RayExecutor(address=ray_head[0], workers=2, worker_threads=1)
     holder: list = []
 
     def kill_a_worker(committed: int) -> None:
@@ -245,7 +245,7 @@ def test_worker_that_never_comes_back_is_dropped(ray_head: tuple[str, dict, int]
         assert backend.revived == 0 and backend.lost_workers == {0}  # ... so it never came back, and was dropped
         # only the batches it held when it died ran again: none was sent to it while it was down (each of those
         # would fail at once and count towards MAX_ATTEMPTS)
-        assert 1 <= backend.retried <= ray_backend.IN_FLIGHT_PER_WORKER
+        assert 1 <= backend.retried <= ray_executor.IN_FLIGHT_PER_WORKER
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
@@ -266,13 +266,13 @@ DEPLOYED_PROTOCOL = Protocol(
 def test_deployed_inference_on_ray_equals_local(ray_head: tuple[str, dict, int], tmp_path: Path,
                                                 data_dir: Path) -> None:
     # each worker deploys its own copy of the BNN (its kernel built for its CPU); the rows are the local run's
-    from arbibench.evaluation.ray_backend import RayBackend
+    from arbibench.evaluation.ray_executor import RayExecutor
 
     local, remote = tmp_path / "local.db", tmp_path / "ray.db"
     with ResultStore(local) as store:
         run_protocol(DEPLOYED_PROTOCOL, ["resnet20_bnn"], store, data_dir=data_dir, progress=False,
                       inference="deployed")
-    backend = RayBackend(address=ray_head[0], workers=2, worker_threads=1)
+    backend = RayExecutor(address=ray_head[0], workers=2, worker_threads=1)
     try:
         with ResultStore(remote) as store:
             run_protocol(DEPLOYED_PROTOCOL, ["resnet20_bnn"], store, data_dir=data_dir, progress=False,
