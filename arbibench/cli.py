@@ -45,7 +45,7 @@ COMMANDS: dict[str, CommandEntry] = {
         "arbibench.evaluation.cli", "import_",
         "Import a published BNN's own checkpoint: convert it, check its clean accuracy, write safetensors + card."),
     "sweep": CommandEntry(
-        "arbibench.protocol.cli", "sweep",
+        "arbibench.protocol.cli.sweep", "sweep",
         "Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."),
     "zoo": CommandEntry("arbibench.models.cli", "zoo_app", "The model zoo: list models and their checkpoints."),
     "corruptions": CommandEntry(

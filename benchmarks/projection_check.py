@@ -35,9 +35,9 @@ from fused_forward import default_data_dir  # noqa: E402 - the benchmarks' one d
 from arbibench.evaluation.store import ResultStore  # noqa: E402
 from arbibench.files import atomic_write_json  # noqa: E402
 from arbibench.machine import cpu_model  # noqa: E402
+from arbibench.operations.progress import protocol_progress  # noqa: E402
+from arbibench.operations.projection import project_from_quick_card, quick_card_path  # noqa: E402
 from arbibench.protocol.presets import get_protocol  # noqa: E402
-from arbibench.protocol.progress import protocol_progress  # noqa: E402
-from arbibench.protocol.projection import project_from_quick_card, quick_card_path  # noqa: E402
 
 # The projection under test: seconds per 200-image store batch, from BENCHMARKS.md ("Per-batch costs", resnet20_bnn,
 # one core, full budgets). The sweep's apgd_ce batches are projected at apgd_ce's cost.
@@ -48,7 +48,7 @@ PROJECTED_S_PER_BATCH = {
 
 
 def project_from_quick_cards(models: list[str], folder: Path) -> list[dict[str, object]]:
-    """Each model's full-protocol hours from its quick card (arbibench.protocol.projection), printed and returned."""
+    """Each model's full-protocol hours from its quick card (arbibench.operations.projection), printed and returned."""
     rows: list[dict[str, object]] = []
     print(f"{'model':<22} {'quick s':>8} {'white-box h':>12} {'black-box h':>14} {'total h':>14}")
     for name in models:

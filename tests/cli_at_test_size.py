@@ -52,7 +52,7 @@ def tiny_recipe(method: str, *, paper: bool = False, kind: str = "finetune",
 
 
 if __name__ == "__main__":
-    # the commands look these up on their modules when they run (arbibench/protocol/cli.py, arbibench/train/cli.py)
+    # the commands look these up on their modules when they run (arbibench/protocol/cli/, arbibench/train/cli.py)
     protocol_module.get_protocol = tiny_protocol
     train_module.default_recipe = tiny_recipe
     train_module.train = functools.partial(train_module.train, eval_examples=EVAL_EXAMPLES)

@@ -7,6 +7,7 @@ import pytest
 
 from arbibench.evaluation.bootstrap import Estimate
 from arbibench.evaluation.findings import LESS_ROBUST, MORE_ROBUST, NOT_DISTINGUISHABLE, TwinComparison
+from arbibench.leaderboard.findings import claims_markdown
 from arbibench.protocol.claims import (
     DOES_NOT_HOLD,
     HOLDS,
@@ -14,10 +15,10 @@ from arbibench.protocol.claims import (
     UNTESTED,
     Verdict,
     check_claims,
-    claims_markdown,
     verdicts_from_json,
     verdicts_of,
 )
+from arbibench.protocol.report import claim_rows
 
 FP, FP_AT = "resnet20_fp", "resnet20_fp_at"
 
@@ -69,9 +70,13 @@ def test_verdicts_from_a_report_json_match_the_comparisons_and_the_markdown_sets
     est = Estimate(-0.2, -0.3, -0.1)
     comparison = TwinComparison("resnet20_bnn", FP, "white-box", ("pgd",), 100, est, est, est, LESS_ROBUST)
     assert verdicts_from_json({"findings": [comparison.to_dict()]}) == verdicts_of([comparison])
-    now = check_claims(verdicts_of([comparison]), "cifar10")
-    earlier = check_claims([Verdict("resnet20_bnn", FP, "white-box", NOT_DISTINGUISHABLE)], "cifar10")
+    now = claim_rows(verdicts_of([comparison]), "cifar10")
+    earlier = claim_rows([Verdict("resnet20_bnn", FP, "white-box", NOT_DISTINGUISHABLE)], "cifar10")
+    assert now is not None and claim_rows(verdicts_of([comparison]), "cifar100") is None  # no claim to check there
     lines = claims_markdown(now, earlier, "cifar10 (quick)")
     assert lines[0].endswith("| cifar10 (quick) |") and len(lines) == 2 + 4
     white = next(line for line in lines if "less robust than their FP twins" in line)
     assert white.endswith("| holds (1 of 1) | does not hold (0 of 1) |")
+    assert "| 1 | 1 | 0 |" in white  # BNNs, as claimed, opposite
+    alike = next(line for line in lines if line.startswith("| Different BNNs behave alike | white-box"))
+    assert "| 1 | 1 | - |" in alike  # the similarity claim has no opposite

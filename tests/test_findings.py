@@ -11,12 +11,18 @@ from arbibench.evaluation.findings import (
     MORE_ROBUST,
     NOT_DISTINGUISHABLE,
     PairedOutcomes,
+    TwinComparison,
     column_findings,
     compare_to_twin,
     twin_findings,
     verdict,
     verdict_counts,
 )
+
+
+def _rows(comparisons: list[TwinComparison]) -> list[dict]:
+    """The comparisons as the findings document holds them, which the leaderboard renders."""
+    return [c.to_dict() for c in comparisons]
 
 
 def _outcomes(rng: np.random.Generator, n: int, clean_p: float, robust_p: dict[str, float]) -> PairedOutcomes:
@@ -120,7 +126,7 @@ def test_column_findings_split_a_sweep_whose_mean_hides_opposite_verdicts():
 
 
 def test_the_page_says_which_white_box_verdicts_autoattack_does_not_back():
-    from arbibench.protocol.findings_page import _autoattack_sentence
+    from arbibench.leaderboard.findings import _autoattack_sentence
 
     rng = np.random.default_rng(8)
     n = 2000
@@ -130,22 +136,22 @@ def test_the_page_says_which_white_box_verdicts_autoattack_does_not_back():
     masked = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.4, "autoattack": broken})}
     robust = {"white-box": PairedOutcomes(clean, {"fgsm": rng.random(n) < 0.4, "autoattack": rng.random(n) < 0.2})}
     outcomes, twins = {"masked": masked, "robust": robust, "fp": fp}, {"masked": "fp", "robust": "fp"}
-    family = twin_findings(outcomes, twins, n_boot=300)
-    columns = column_findings(outcomes, twins, n_boot=300)
-    assert [r.verdict for r in family] == [MORE_ROBUST, MORE_ROBUST]
+    family = _rows(twin_findings(outcomes, twins, n_boot=300))
+    columns = _rows(column_findings(outcomes, twins, n_boot=300))
+    assert [r["verdict"] for r in family] == [MORE_ROBUST, MORE_ROBUST]
     text = _autoattack_sentence(columns, family)
     assert "of 2 pairs: more robust 1, not distinguishable 1." in text
     assert 'For 1 of them the white-box row above says "more robust"' in text
     # README's paragraph has no rows above it: the counts alone
     assert _autoattack_sentence(columns, family, name_carried=False) == text.split(" For ")[0]
-    without = [r for r in columns if r.columns[0] != "autoattack"]
+    without = [r for r in columns if r["columns"][0] != "autoattack"]
     assert _autoattack_sentence(without, family) == ""
-    backed = [r for r in columns if r.model == "robust"]
+    backed = [r for r in columns if r["model"] == "robust"]
     assert "For" not in _autoattack_sentence(backed, family)  # AutoAttack backs the robust pair's verdict
 
 
 def test_the_columns_that_separate_pairs_are_named_in_the_settings_order():
-    from arbibench.protocol.findings_page import _separating_columns
+    from arbibench.leaderboard.findings import _separating_columns
 
     rng = np.random.default_rng(9)
     n = 2000
@@ -159,11 +165,12 @@ def test_the_columns_that_separate_pairs_are_named_in_the_settings_order():
                                                   "pgd": fp["white-box"].adversarial["pgd"],
                                                   "cw_linf": fp["white-box"].adversarial["cw_linf"]})}
     columns = column_findings({"a": first, "b": second, "fp": fp}, {"a": "fp", "b": "fp"}, n_boot=300)
-    assert _separating_columns(columns).endswith("white-box fgsm, cw_linf (2 of 3).")
+    assert _separating_columns(_rows(columns)).endswith("white-box fgsm, cw_linf (2 of 3).")
 
 
 def test_the_page_reads_adversarially_trained_pairs_apart_from_the_claims():
-    from arbibench.protocol.findings_page import _trained_pair_lines, _trained_pair_sentence
+    from arbibench.leaderboard.findings import _trained_pair_lines, _trained_pair_sentence
+    from arbibench.protocol.claims import standard_twin
 
     rng = np.random.default_rng(9)
     n = 2000
@@ -177,26 +184,28 @@ def test_the_page_reads_adversarially_trained_pairs_apart_from_the_claims():
     outcomes = {"resnet20_bireal_at": white(0.8, 0.1), "resnet20_fp_at": white(0.5, 0.45),
                 "resnet20_bnn": white(0.3, 0.0), "resnet20_fp": white(0.1, 0.0)}
     twins = {"resnet20_bireal_at": "resnet20_fp_at", "resnet20_bnn": "resnet20_fp"}
-    family = twin_findings(outcomes, twins, n_boot=300)
-    columns = column_findings(outcomes, twins, n_boot=300)
-    lines = _trained_pair_lines(family, columns, None)
+    family = _rows(twin_findings(outcomes, twins, n_boot=300))
+    columns = _rows(column_findings(outcomes, twins, n_boot=300))
+    standard = [t for t in twins.values() if standard_twin(t)]  # as the findings document lists them
+    assert standard == ["resnet20_fp"]
+    lines = _trained_pair_lines(family, columns, None, standard)
     assert lines[1] == "## Adversarially trained pairs"
     pair_lines = [x for x in lines if x.startswith("- ")]
     assert len(pair_lines) == 1 and pair_lines[0].startswith("- `resnet20_bireal_at` against `resnet20_fp_at`:")
     assert "AutoAttack alone less robust, -0.3" in pair_lines[0]
     assert "Its white-box attacks disagree: more robust under fgsm; less robust under autoattack." in pair_lines[0]
     # an earlier report's verdict is set beside each setting's
-    at_row = next(f for f in family if f.model == "resnet20_bireal_at")
-    previous = {"protocol": "cifar10 (quick)", "findings": [{**at_row.to_dict(), "verdict": "moved"}]}
-    assert "], moved in cifar10 (quick); AutoAttack" in _trained_pair_lines(family, columns, previous)[-1]
-    previous["findings"] = [at_row.to_dict()]
-    assert "], the same in cifar10 (quick); AutoAttack" in _trained_pair_lines(family, columns, previous)[-1]
-    sentence = _trained_pair_sentence(family, columns)
+    at_row = next(f for f in family if f["model"] == "resnet20_bireal_at")
+    previous = {"protocol": "cifar10 (quick)", "findings": [{**at_row, "verdict": "moved"}]}
+    assert "], moved in cifar10 (quick); AutoAttack" in _trained_pair_lines(family, columns, previous, standard)[-1]
+    previous["findings"] = [at_row]
+    assert "], the same in cifar10 (quick); AutoAttack" in _trained_pair_lines(family, columns, previous, standard)[-1]
+    sentence = _trained_pair_sentence(family, columns, standard)
     assert sentence.startswith("Adversarially trained pairs, outside the paper's claims: `resnet20_bireal_at`")
     assert sentence.endswith(f"AutoAttack alone {LESS_ROBUST}.") and "resnet20_bnn" not in sentence
-    standard_only = [f for f in family if f.model == "resnet20_bnn"]
-    assert _trained_pair_lines(standard_only, columns, None) == []
-    assert _trained_pair_sentence(standard_only, columns) == ""
+    standard_only = [f for f in family if f["model"] == "resnet20_bnn"]
+    assert _trained_pair_lines(standard_only, columns, None, standard) == []
+    assert _trained_pair_sentence(standard_only, columns, standard) == ""
 
 
 # --- on a real protocol run: resnet20_bnn against resnet20_fp on CIFAR-10 test images -------------------------------
@@ -273,11 +282,11 @@ def test_cli_report_reads_the_store_and_writes_json(twin_run, tiny_protocol, tmp
     from typer.testing import CliRunner
 
     import arbibench.cli as cli
-    import arbibench.protocol.cli as protocol_cli
     from arbibench.evaluation.store import ResultStore
+    from arbibench.protocol.cli import common
 
     _, db_path = twin_run
-    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick, demo=False: tiny_protocol)
+    monkeypatch.setattr(common, "protocol_preset", lambda name, quick, demo=False: tiny_protocol)
     with ResultStore(db_path) as db:
         before = db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0]
     out = tmp_path / "findings.json"
@@ -347,12 +356,12 @@ def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run,
     from typer.testing import CliRunner
 
     import arbibench.cli as cli
-    import arbibench.protocol.cli as protocol_cli
+    from arbibench.protocol.cli import common
 
     _, db_path = twin_run
     db = tmp_path / "store.db"
     shutil.copy(db_path, db)
-    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick, demo=False: tiny_protocol)
+    monkeypatch.setattr(common, "protocol_preset", lambda name, quick, demo=False: tiny_protocol)
     monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
 
     def batches() -> int:
@@ -405,26 +414,43 @@ def test_stored_only_report_computes_nothing_and_writes_the_dated_page(twin_run,
 
 def test_the_readme_paragraph_links_the_page_and_says_which_claims_hold(twin_run, tiny_protocol, tmp_path,
                                                                         monkeypatch, data_dir):
+    """`protocol report` writes the page and the findings document; only `leaderboard markdown --readme` edits
+    README, with the paragraph it renders from that document."""
+    import json
+    from pathlib import Path
+
     from typer.testing import CliRunner
 
     import arbibench.cli as cli
-    import arbibench.protocol.cli as protocol_cli
-    from arbibench.protocol.findings_page import FINDINGS_BEGIN, FINDINGS_END
+    from arbibench.leaderboard.findings import FINDINGS_BEGIN, FINDINGS_END
+    from arbibench.leaderboard.markdown import README_BEGIN, README_END
+    from arbibench.protocol.cli import common
 
     _, db = twin_run
-    monkeypatch.setattr(protocol_cli, "_protocol", lambda name, quick, demo=False: tiny_protocol)
+    monkeypatch.setattr(common, "protocol_preset", lambda name, quick, demo=False: tiny_protocol)
     monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
     readme = tmp_path / "README.md"
-    readme.write_text(f"# top\n\n{FINDINGS_BEGIN}\nnot yet\n{FINDINGS_END}\n\nthe rest\n")
-    page = tmp_path / "docs" / "findings.md"
+    top = f"{README_BEGIN}\n{README_END}\n"
+    readme.write_text(f"# top\n\n{top}\n{FINDINGS_BEGIN}\nnot yet\n{FINDINGS_END}\n\nthe rest\n")
+    page, document = tmp_path / "docs" / "findings.md", tmp_path / "findings.json"
     page.parent.mkdir()
+    monkeypatch.chdir(tmp_path)  # the page is named as a user names it, relative to where the report runs
     args = ["protocol", "report", "cifar10", "--models", "resnet20_fp,resnet20_bnn,resnet20_reactnet", "--store",
-            str(db), "--stored-only", "--markdown", str(page), "--readme", str(readme)]
-    res = CliRunner().invoke(cli.app, args, env={"COLUMNS": "250"})
+            str(db), "--stored-only", "--markdown", "docs/findings.md"]
+    res = CliRunner().invoke(cli.app, [*args, "--readme", str(readme)])
+    assert res.exit_code == 2 and "No such option" in res.output  # the report edits no README
+    res = CliRunner().invoke(cli.app, [*args, "--json", str(document)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert f"leaderboard markdown --readme README.md --findings {document}" in res.output
+    assert "not yet" in readme.read_text()
+    assert json.loads(document.read_text())["page"] == "docs/findings.md"
+    model_info = Path(__file__).resolve().parents[1] / "model_info"
+    board = ["leaderboard", "markdown", "--model-info", str(model_info), "--out", str(tmp_path / "LEADERBOARD.md")]
+    res = CliRunner().invoke(cli.app, [*board, "--readme", str(readme), "--findings", str(document)])
     assert res.exit_code == 0, res.output
     text = readme.read_text()
-    assert text.startswith(f"# top\n\n{FINDINGS_BEGIN}\n**[Findings, protocol ") and text.endswith(
-        f"\n{FINDINGS_END}\n\nthe rest\n")
+    assert text.startswith("# top\n\n") and f"{FINDINGS_BEGIN}\n**[Findings, protocol " in text
+    assert text.endswith(f"\n{FINDINGS_END}\n\nthe rest\n")
     paragraph = text.split(FINDINGS_BEGIN)[1].split(FINDINGS_END)[0]
     assert "](docs/findings.md)**: 3 BNN-versus-twin comparisons over the 2 models" in paragraph
     assert "Not complete yet: `resnet20_reactnet`." in paragraph
@@ -437,12 +463,22 @@ def test_the_readme_paragraph_links_the_page_and_says_which_claims_hold(twin_run
     fgsm = next(r for r in columns.splitlines() if r.startswith("| `resnet20_bnn` | `resnet20_fp` | white-box | fgsm"))
     differs = fgsm.strip("|").split("|")[8].strip() != "not distinguishable"
     assert f"white-box {'fgsm (1' if differs else 'none (0'} of 1)" in paragraph
+    # a document without a page, or --findings without --readme: one error naming the fix
+    no_page = tmp_path / "no_page.json"
+    no_page.write_text(json.dumps({**json.loads(document.read_text()), "page": None}))
+    res = CliRunner().invoke(cli.app, [*board, "--readme", str(readme), "--findings", str(no_page)])
+    assert res.exit_code == 2 and "names no page" in res.output
+    res = CliRunner().invoke(cli.app, [*board, "--findings", str(document)])
+    assert res.exit_code == 2 and "pass --readme too" in res.output
 
-    # a README without the markers, or --readme without --markdown: refused before anything is written
-    readme.write_text("# no markers\n")
-    fresh = tmp_path / "docs" / "fresh.md"
-    res = CliRunner().invoke(cli.app, [*args[:-3], str(fresh), "--readme", str(readme)])
-    assert res.exit_code == 2 and "must hold the markers" in res.output and not fresh.exists()
-    assert readme.read_text() == "# no markers\n"
-    res = CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--store", str(db), "--readme", str(readme)])
-    assert res.exit_code == 2 and "pass --markdown too" in res.output
+
+def test_the_leaderboard_names_the_verdicts_and_claims_as_the_protocol_does():
+    """The leaderboard renders the findings document by the names the protocol writes into it, without importing
+    the protocol: the two vocabularies must be the same."""
+    from arbibench.leaderboard import findings as page
+    from arbibench.protocol.claims import UNTESTED
+    from arbibench.protocol.presets import BLACK_BOX, WHITE_BOX
+    from arbibench.protocol.run import ALL
+
+    assert page.VERDICTS == (MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE) == tuple(verdict_counts([]))
+    assert (page.WHITE_BOX, page.BLACK_BOX, page.ALL, page.UNTESTED) == (WHITE_BOX, BLACK_BOX, ALL, UNTESTED)

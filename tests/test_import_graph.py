@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "arbibench"
 PAGE = ROOT / "docs" / "architecture.md"
-CLI = "cli"  # the package of every cli.py, wherever it lives
+CLI = "cli"  # the package of every cli.py and every module of a cli/ folder, wherever they live
 FACE = "arbibench"  # arbibench/__init__.py
 
 
@@ -62,9 +62,10 @@ MODULES = _modules()
 
 
 def package_of(module: str) -> str:
-    """The row of ``module``: ``cli`` for any cli.py, ``arbibench`` for the package's face, else its folder/file."""
+    """The row of ``module``: ``cli`` for any cli.py or module of a cli/ folder, ``arbibench`` for the package's face,
+    else its folder/file."""
     parts = module.split(".")
-    if parts[-1] == CLI:
+    if CLI in parts[1:]:
         return CLI
     return FACE if len(parts) == 1 else parts[1]
 
@@ -224,3 +225,11 @@ def test_imports_inside_functions_say_why() -> None:
             if "# start-up:" not in context:
                 unexplained.append(f"{path.relative_to(ROOT)}:{lineno}: {statement}")
     assert unexplained == []
+
+
+def test_a_cli_folder_belongs_to_cli_and_the_rest_to_its_folder() -> None:
+    assert package_of("arbibench.protocol.cli.run") == CLI and package_of("arbibench.protocol.cli") == CLI
+    assert package_of("arbibench.leaderboard.cli") == CLI and package_of("arbibench.cli") == CLI
+    assert package_of("arbibench.protocol.report") == "protocol" and package_of("arbibench.operations.split") == (
+        "operations")
+    assert package_of("arbibench") == FACE

@@ -356,8 +356,8 @@ def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monke
     # white-box attack times x20 (500 -> 10,000 images), black-box x5 (100 -> 500) and up to x5 more (the budget).
     from typer.testing import CliRunner
 
+    from arbibench.operations.projection import project_from_quick_card
     from arbibench.protocol import get_protocol
-    from arbibench.protocol.projection import project_from_quick_card
     from lab.__main__ import app
 
     root = Path(__file__).resolve().parents[1]

@@ -202,7 +202,7 @@ def test_cli_run_rejects_unknown_models_before_work(tmp_path):
 def test_tables_show_autoattack_and_eps_star(tiny_run, tiny_protocol):
     from rich.console import Console
 
-    from arbibench.protocol.report import model_table, summary_table
+    from arbibench.protocol.cli.tables import model_table, summary_table
 
     console = Console(width=260, record=True)
     console.print(summary_table(tiny_run[0], tiny_protocol))

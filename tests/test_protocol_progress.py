@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from arbibench.evaluation.store import ResultStore
+from arbibench.operations.progress import EvaluationProgress, ProtocolProgress, protocol_progress
 from arbibench.protocol import presets
 from arbibench.protocol.presets import _spec
-from arbibench.protocol.progress import EvaluationProgress, ProtocolProgress, protocol_progress
 from arbibench.protocol.run import run_protocol
 
 

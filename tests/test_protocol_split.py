@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from arbibench.cli import app
 from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.store import ResultStore
+from arbibench.operations.split import check_attack_names, compute_attacks, protocol_attack_names
 from arbibench.protocol import BLACK_BOX, WHITE_BOX, AttackSpec, get_protocol
 from arbibench.protocol.run import run_protocol
-from arbibench.protocol.split import check_attack_names, compute_attacks, protocol_attack_names
 
 runner = CliRunner()
 

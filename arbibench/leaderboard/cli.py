@@ -7,6 +7,8 @@ so no command here loads torch."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from datetime import date as date_cls
 from datetime import datetime, timezone
@@ -17,6 +19,7 @@ import typer
 from arbibench.cards import shipped_sha256
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
+from arbibench.leaderboard.findings import FINDINGS_BEGIN, FINDINGS_END, findings_readme_markdown
 from arbibench.leaderboard.markdown import (
     DEPLOY_BEGIN,
     DEPLOY_END,
@@ -105,6 +108,9 @@ def markdown(
                                        "'top rows of LEADERBOARD.md' markers; where it has them, also the short zoo "
                                        "table between its 'zoo table' markers and the deploy-check findings between "
                                        "its 'deploy checks' markers."),
+    findings: Path | None = typer.Option(None, help="With --readme: the --json of `arbibench protocol report "
+                                         "--markdown PAGE`; its paragraph linking PAGE (what it compares, which of "
+                                         "the paper's claims hold) goes between README's 'findings page' markers."),
 ) -> None:
     """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the zoo table and one dated provenance
     paragraph (checkpoint sha256s, protocol size, where the models were trained), all from the cards."""
@@ -126,15 +132,44 @@ def markdown(
         text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), shipped_sha256(), day,
                                     load_corruption_cards(model_info), load_deploy_cards(model_info))
         readme_text = None
+        paragraph = None if findings is None else _findings_paragraph(findings, readme)
         if readme is not None:
             readme_text = with_block(with_top_rows(readme.read_text(encoding="utf-8"), boards), ZOO_BEGIN, ZOO_END,
                                      zoo_readme_markdown())
             readme_text = with_block(readme_text, DEPLOY_BEGIN, DEPLOY_END,
                                      deploy_summary_markdown(load_deploy_cards(model_info), shipped_sha256()))
+            if paragraph is not None:
+                readme_text = _with_findings(readme_text, paragraph)
         atomic_write_text(text, out)
         if readme is not None and readme_text is not None:
             atomic_write_text(readme_text, readme)
     except USER_ERRORS as e:
         fail(e)
     console.print(f"wrote {out}: {len(boards)} leaderboard(s) and the zoo table"
-                  + ("" if readme is None else f"; the top rows in {readme}"), highlight=False)
+                  + ("" if readme is None else f"; the top rows in {readme}")
+                  + ("" if findings is None else f", with the findings paragraph of {findings}"), highlight=False)
+
+
+def _findings_paragraph(path: Path, readme: Path | None) -> str:
+    """README's paragraph on the findings page of the document at ``path``, linked relative to the README."""
+    if readme is None:
+        raise ValueError(f"--findings {path} writes a paragraph into a README: pass --readme too (e.g. --readme "
+                         "README.md)")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--findings {path}: cannot read it as JSON ({e}); pass the --json of `arbibench protocol "
+                         "report`") from None
+    if not isinstance(document, dict) or not document.get("page") or "claims" not in document:
+        raise ValueError(f"--findings {path}: not the --json of `arbibench protocol report --markdown PAGE` (it "
+                         "names no page); write it again with both --markdown and --json")
+    link = Path(os.path.relpath(Path(document["page"]).resolve(), readme.resolve().parent)).as_posix()
+    return findings_readme_markdown(document, link=link)
+
+
+def _with_findings(readme: str, paragraph: str) -> str:
+    """``readme`` with the findings paragraph between its markers, which --findings needs once each."""
+    if readme.count(FINDINGS_BEGIN) != 1 or readme.count(FINDINGS_END) != 1:
+        raise ValueError(f"--findings: README must hold the markers {FINDINGS_BEGIN} and {FINDINGS_END} once each, "
+                         "around the paragraph to write")
+    return with_block(readme, FINDINGS_BEGIN, FINDINGS_END, paragraph)

@@ -12,6 +12,8 @@ attacked one. Where no verifier ran, the lower end reads "not verified": an atta
 
 from __future__ import annotations
 
+from typing import Any
+
 from arbibench.leaderboard.cards import ModelCard
 
 NONE = "-"
@@ -54,3 +56,24 @@ def eps_star_bracket_text(card: ModelCard) -> str:
     certified = found.median_certified
     lower = NOT_VERIFIED if certified is None else eps_star_value(certified, card, censor=False)
     return f"[{lower}, {eps_star_value(value, card)}]"
+
+
+def eps_star_text(summary: dict[str, Any] | None) -> str:
+    """Median eps* over the correctly classified images with its 95% interval, in 1/255 for Linf budgets, ``<=
+    floor`` where censored (fooled even at the search's floor); ``-`` when the run computed none. A summary of the
+    earlier search (no ``search`` key) shows its all-image median, marked so."""
+    if summary is None:
+        return "-"
+    scale, unit = (255.0, "/255") if summary["norm"] == "Linf" else (1.0, "")
+    floor = summary.get("eps_floor") or 0.0
+
+    def one(v: float | None) -> str:
+        if v is None:
+            return "inf"
+        return f"\u2264 {floor * scale:.3g}{unit}" if 0 < v <= floor else f"{v * scale:.3g}{unit}"
+
+    if "median_eps_star_correct" not in summary:
+        lo, hi = summary["median_eps_star_ci95"]
+        return f"{one(summary['median_eps_star'])} [{one(lo)}, {one(hi)}] (all images)"
+    lo, hi = summary["median_eps_star_correct_ci95"]
+    return f"{one(summary['median_eps_star_correct'])} [{one(lo)}, {one(hi)}]"

@@ -1,6 +1,7 @@
 """The ARBiBench protocol: presets (``presets``), running them over the zoo (``run``: plan each model's evaluations
-once, execute, read back), the common-corruptions preset (``corruptions``), their cards (``cards``), the report
-tables (``report``) and their commands (``cli``). The presets are re-exported here.
+once, execute, read back), the common-corruptions preset (``corruptions``), their cards (``cards``), the paper's
+claims (``claims``), the findings report as a document (``report``; the leaderboard renders it), the deployed-network
+and 8-bit-grid checks, and their commands (``cli/``, one module each). The presets are re-exported here.
 
 The names load on first use (PEP 562 ``__getattr__``), so that ``arbibench protocol --help`` does not import torch.
 """

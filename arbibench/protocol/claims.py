@@ -115,25 +115,3 @@ def check_claims(verdicts: Iterable[Verdict], dataset: str) -> list[ClaimCheck]:
         checks.append(ClaimCheck("Different BNNs behave alike", setting, SAME_VERDICT, len(seen), largest, 0,
                                  status))
     return checks
-
-
-def claims_markdown(checks: list[ClaimCheck], earlier: list[ClaimCheck] | None = None,
-                    earlier_label: str | None = None) -> list[str]:
-    """The page's section: one row per claim and setting, beside the earlier report's status when given."""
-    head = "| the paper's claim | setting | predicts per BNN | BNNs | as claimed | opposite | on this zoo |"
-    rule = "| --- | --- | --- | ---: | ---: | ---: | --- |"
-    if earlier is not None:
-        head += f" {earlier_label or 'earlier report'} |"
-        rule += " --- |"
-    lines = [head, rule]
-    before = {(c.claim, c.setting): c for c in earlier or []}
-    for c in checks:
-        opposite = "-" if c.expected == SAME_VERDICT else str(c.opposite)
-        row = (f"| {c.claim} | {c.setting} | {c.expected} | {c.n_models} | {c.as_claimed} | {opposite} | "
-               f"{c.summary()} |")
-        if earlier is not None:
-            old = before.get((c.claim, c.setting))
-            row += f" {old.summary() if old is not None else '-'} |"
-        lines.append(row)
-    return lines
-

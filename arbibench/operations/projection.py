@@ -1,5 +1,5 @@
 """A full-protocol run's cost, projected from the same model's quick card: the whole run before it has stored a
-batch, and per attack what it has not reached yet (:mod:`arbibench.protocol.progress`).
+batch, and per attack what it has not reached yet (:mod:`arbibench.operations.progress`).
 
 A quick card records each attack's wall time on the quick subsets and budgets. The full preset evaluates white-box
 attacks on 20 times the images (500 -> 10,000 on CIFAR-10), so their time scales by that; black-box attacks on 5 times

@@ -4,29 +4,34 @@ The page is generated, never hand-edited, from ``protocol report --stored-only``
 complete in the store, each BNN paired with its FP twin on the same images. Given the JSON of an earlier report
 (e.g. the quick protocol's), each verdict is set beside the earlier one, so a reader sees which conclusions the
 larger protocol confirmed and which it moved. Models left out are listed with why.
+
+Everything here is rendered from the findings document the protocol computed (:mod:`arbibench.protocol.report`,
+the JSON of ``protocol report --json``): the leaderboard writes the markdown and computes nothing, so it reads the
+verdicts by their names and imports no torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import date
 from typing import Any
 
-from arbibench.evaluation.findings import NOT_DISTINGUISHABLE, TwinComparison, verdict_counts
-from arbibench.protocol.claims import (
-    CLAIM_DATASETS,
-    SAME_VERDICT,
-    UNTESTED,
-    ClaimCheck,
-    check_claims,
-    claims_markdown,
-    standard_twin,
-    verdicts_from_json,
-    verdicts_of,
-)
-from arbibench.protocol.presets import BLACK_BOX, WHITE_BOX, Protocol
-from arbibench.protocol.report import eps_star_text
-from arbibench.protocol.run import ALL, ModelEvaluation
+from arbibench.cards import FAMILY_ORDER
+from arbibench.leaderboard.eps_star import eps_star_text
+
+# the verdict names of the findings document, in the order they are counted (arbibench.evaluation.findings)
+MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE = "more robust", "less robust", "not distinguishable"
+VERDICTS = (MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE)
+WHITE_BOX, BLACK_BOX = FAMILY_ORDER
+ALL = "all"  # the RS over both families
+UNTESTED = "not tested"  # a claim's status where no standard-trained BNN was compared (arbibench.protocol.claims)
+
+Row = Mapping[str, Any]  # one BNN-versus-twin comparison of the document (``TwinComparison.to_dict()``)
+
+
+def verdict_counts(rows: Iterable[Row]) -> dict[str, int]:
+    """How many comparisons came out each way, every verdict named (0 where none)."""
+    verdicts = [r["verdict"] for r in rows]
+    return {v: verdicts.count(v) for v in VERDICTS}
 
 
 def _pct(v: float) -> str:
@@ -37,15 +42,14 @@ def _interval(value: float, low: float, high: float) -> str:
     return f"{value:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def _protocol_lines(protocol: Protocol) -> list[str]:
-    budgets = sorted({str(s.kwargs["max_queries"]) for s in protocol.black_box if "max_queries" in s.kwargs})
+def _protocol_lines(label: str, setup: Mapping[str, Any]) -> list[str]:
     return [
-        f"- protocol `{protocol.label}`: {protocol.dataset}, {protocol.threat_model} eps {protocol.eps_text}",
-        f"- white-box attacks ({', '.join(s.name for s in protocol.white_box)}) on "
-        f"{protocol.subset_text(WHITE_BOX)}",
-        f"- black-box attacks ({', '.join(s.name for s in protocol.black_box)}) on {protocol.subset_text(BLACK_BOX)}, "
-        f"{' / '.join(budgets) or '-'} queries",
-        f"- eps sweep: {protocol.sweep_attack} at {', '.join(protocol.sweep_eps) or '-'} on {protocol.n_sweep} images",
+        f"- protocol `{label}`: {setup['dataset']}, {setup['threat_model']} eps {setup['eps']}",
+        f"- white-box attacks ({', '.join(setup['white_box'])}) on {setup['white_box_images']}",
+        f"- black-box attacks ({', '.join(setup['black_box'])}) on {setup['black_box_images']}, "
+        f"{' / '.join(setup['queries']) or '-'} queries",
+        f"- eps sweep: {setup['sweep_attack']} at {', '.join(setup['sweep_eps']) or '-'} on {setup['sweep_images']} "
+        "images",
     ]
 
 
@@ -62,7 +66,7 @@ def _row_key(row: Mapping[str, Any], *, per_column: bool) -> tuple[str, ...]:
     return (*key, *row["columns"]) if per_column else key
 
 
-def _comparison_rows(rows: Sequence[TwinComparison], previous: Mapping[str, Any] | None, *, per_column: bool
+def _comparison_rows(rows: Sequence[Row], previous: Mapping[str, Any] | None, *, per_column: bool
                      ) -> tuple[list[str], int]:
     """The markdown table of ``rows`` (beside the earlier report's row where it has one) and how many verdicts moved."""
     earlier = _previous_verdicts(previous, "per_column" if per_column else "findings")
@@ -75,27 +79,25 @@ def _comparison_rows(rows: Sequence[TwinComparison], previous: Mapping[str, Any]
         rule += " ---: | --- |"
     lines, moved = [head, rule], 0
     for f in rows:
-        d = f.difference
-        setting = f"{f.setting} | {f.columns[0]}" if per_column else f"{f.setting} ({len(f.columns)})"
-        row = (f"| `{f.model}` | `{f.twin}` | {setting} | {f.n_examples} | "
-               f"{f.bnn.value:.3f} | {f.fp.value:.3f} | {_interval(d.value, d.low, d.high)} | {f.verdict} |")
+        setting = f"{f['setting']} | {f['columns'][0]}" if per_column else f"{f['setting']} ({len(f['columns'])})"
+        row = (f"| `{f['model']}` | `{f['twin']}` | {setting} | {f['n_examples']} | "
+               f"{f['bnn_mean_acc_norm'][0]:.3f} | {f['fp_mean_acc_norm'][0]:.3f} | {_interval(*f['difference'])} | "
+               f"{f['verdict']} |")
         if label is not None:
-            old = earlier.get(_row_key(f.to_dict(), per_column=per_column))
+            old = earlier.get(_row_key(f, per_column=per_column))
             if old is None:
                 row += " - | - |"
             else:
-                moved += old["verdict"] != f.verdict
+                moved += old["verdict"] != f["verdict"]
                 row += f" {_interval(*old['difference'])} | {old['verdict']} |"
         lines.append(row)
     return lines, moved
 
 
-def _claims_section(findings: Sequence[TwinComparison], protocol: Protocol,
+def _claims_section(checks: Sequence[Row] | None, earlier: Sequence[Row] | None,
                     previous: Mapping[str, Any] | None) -> list[str]:
-    if protocol.dataset not in CLAIM_DATASETS:
+    if checks is None:
         return []
-    checks = check_claims(verdicts_of(findings), protocol.dataset)
-    earlier = check_claims(verdicts_from_json(previous), protocol.dataset) if previous is not None else None
     label = previous.get("protocol", "earlier report") if previous is not None else None
     return [
         "", "## The paper's claims on this zoo", "",
@@ -106,13 +108,34 @@ def _claims_section(findings: Sequence[TwinComparison], protocol: Protocol,
     ]
 
 
-def _separating_columns(rows: Sequence[TwinComparison]) -> str:
+def claims_markdown(checks: Sequence[Row], earlier: Sequence[Row] | None = None,
+                    earlier_label: str | None = None) -> list[str]:
+    """The page's section: one row per claim and setting, beside the earlier report's status when given."""
+    head = "| the paper's claim | setting | predicts per BNN | BNNs | as claimed | opposite | on this zoo |"
+    rule = "| --- | --- | --- | ---: | ---: | ---: | --- |"
+    if earlier is not None:
+        head += f" {earlier_label or 'earlier report'} |"
+        rule += " --- |"
+    lines = [head, rule]
+    before = {(c["claim"], c["setting"]): c for c in earlier or []}
+    for c in checks:
+        opposite = str(c["opposite"]) if c["expected"] in VERDICTS else "-"  # the similarity claim has no opposite
+        row = (f"| {c['claim']} | {c['setting']} | {c['expected']} | {c['n_models']} | {c['as_claimed']} | "
+               f"{opposite} | {c['summary']} |")
+        if earlier is not None:
+            old = before.get((c["claim"], c["setting"]))
+            row += f" {old['summary'] if old is not None else '-'} |"
+        lines.append(row)
+    return lines
+
+
+def _separating_columns(rows: Sequence[Row]) -> str:
     """Per setting, the attacks (or eps values) under which some pair's verdict is not "not distinguishable", of all
     compared: which columns the setting's verdicts can rest on. Empty without per-column rows."""
     parts = []
-    for setting in dict.fromkeys(r.setting for r in rows):
-        columns = list(dict.fromkeys(r.columns[0] for r in rows if r.setting == setting))
-        separated = {r.columns[0] for r in rows if r.setting == setting and r.verdict != NOT_DISTINGUISHABLE}
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        columns = list(dict.fromkeys(r["columns"][0] for r in rows if r["setting"] == setting))
+        separated = {r["columns"][0] for r in rows if r["setting"] == setting and r["verdict"] != NOT_DISTINGUISHABLE}
         deciding = [c for c in columns if c in separated]  # the setting's own order, not the first pair's
         parts.append(f"{setting} {', '.join(deciding) or 'none'} ({len(deciding)} of {len(columns)})")
     if not parts:
@@ -121,21 +144,21 @@ def _separating_columns(rows: Sequence[TwinComparison]) -> str:
             + "; ".join(parts) + ".")
 
 
-def _autoattack_sentence(per_column: Sequence[TwinComparison], findings: Sequence[TwinComparison], *,
+def _autoattack_sentence(per_column: Sequence[Row], findings: Sequence[Row], *,
                          name_carried: bool = True) -> str:
     """How the pairs fare under AutoAttack alone, and (``name_carried``) which white-box verdicts it does not back:
     the family's mean lets weak attacks (FGSM most of all, which masked gradients mislead) outvote the ensemble
     RobustBench ranks by. Empty where AutoAttack was not run."""
-    rows = [r for r in per_column if r.setting == WHITE_BOX and r.columns[0] == "autoattack"]
+    rows = [r for r in per_column if r["setting"] == WHITE_BOX and r["columns"][0] == "autoattack"]
     if not rows:
         return ""
     counts = ", ".join(f"{v} {n}" for v, n in verdict_counts(rows).items() if n)
-    unseparated = {(r.model, r.twin) for r in rows if r.verdict == NOT_DISTINGUISHABLE}
-    carried = [r for r in findings
-               if r.setting == WHITE_BOX and r.verdict != NOT_DISTINGUISHABLE and (r.model, r.twin) in unseparated]
+    unseparated = {(r["model"], r["twin"]) for r in rows if r["verdict"] == NOT_DISTINGUISHABLE}
+    carried = [r for r in findings if r["setting"] == WHITE_BOX and r["verdict"] != NOT_DISTINGUISHABLE
+               and (r["model"], r["twin"]) in unseparated]
     text = f"Under AutoAttack alone (the ensemble RobustBench ranks by), of {len(rows)} pairs: {counts}."
     if carried and name_carried:
-        text += (f" For {len(carried)} of them the white-box row above says {_or(r.verdict for r in carried)} "
+        text += (f" For {len(carried)} of them the white-box row above says {_or(r['verdict'] for r in carried)} "
                  "while AutoAttack does not separate the two networks: that verdict comes from the weaker attacks.")
     return text
 
@@ -145,52 +168,53 @@ def _or(verdicts: Iterable[str]) -> str:
     return " or ".join(f'"{v}"' for v in dict.fromkeys(verdicts))
 
 
-def _column_summary(rows: Sequence[TwinComparison]) -> list[str]:
+def _column_summary(rows: Sequence[Row]) -> list[str]:
     """Per setting and attack (or eps), how many BNN-twin pairs got each verdict: the zoo's answer at a glance."""
-    order = list(dict.fromkeys((r.setting, r.columns[0]) for r in rows))
-    verdicts = list(verdict_counts([]))
+    order = list(dict.fromkeys((r["setting"], r["columns"][0]) for r in rows))
+    verdicts = list(VERDICTS)
     lines = [f"| setting | attack or eps | pairs | {' | '.join(verdicts)} |",
              "| --- | --- | ---: |" + " ---: |" * len(verdicts)]
     for setting, column in order:
-        counts = verdict_counts([r for r in rows if (r.setting, r.columns[0]) == (setting, column)])
+        counts = verdict_counts(r for r in rows if (r["setting"], r["columns"][0]) == (setting, column))
         lines.append(f"| {setting} | {column} | {sum(counts.values())} | "
                      + " | ".join(str(n) for n in counts.values()) + " |")
     return lines
 
 
-def _trained_pairs(findings: Sequence[TwinComparison]) -> list[tuple[str, str]]:
+def _trained_pairs(findings: Sequence[Row], standard_twins: Iterable[str]) -> list[tuple[str, str]]:
     """The (BNN, twin) pairs whose twin is not standard-trained (adversarially trained in the zoo), in report order."""
-    return list(dict.fromkeys((f.model, f.twin) for f in findings if not standard_twin(f.twin)))
+    standard = set(standard_twins)
+    return list(dict.fromkeys((f["model"], f["twin"]) for f in findings if f["twin"] not in standard))
 
 
-def _autoattack_row(per_column: Sequence[TwinComparison], pair: tuple[str, str]) -> TwinComparison | None:
-    return next((r for r in per_column if (r.model, r.twin) == pair and r.setting == WHITE_BOX
-                 and r.columns[0] == "autoattack"), None)
+def _autoattack_row(per_column: Sequence[Row], pair: tuple[str, str]) -> Row | None:
+    return next((r for r in per_column if (r["model"], r["twin"]) == pair and r["setting"] == WHITE_BOX
+                 and r["columns"][0] == "autoattack"), None)
 
 
-def _trained_pair_lines(findings: Sequence[TwinComparison], per_column: Sequence[TwinComparison],
-                        previous: Mapping[str, Any] | None) -> list[str]:
+def _trained_pair_lines(findings: Sequence[Row], per_column: Sequence[Row], previous: Mapping[str, Any] | None,
+                        standard_twins: Iterable[str]) -> list[str]:
     """What the page says of each adversarially trained pair: every setting's verdict with its interval (beside the
     earlier report's verdict), AutoAttack's on its own, and the white-box attacks that disagree, since there the
     family's mean can call a BNN that the strongest attack breaks "not distinguishable"."""
     earlier = _previous_verdicts(previous)
     label = previous.get("protocol", "earlier report") if previous is not None else None
     lines = []
-    for pair in _trained_pairs(findings):
+    for pair in _trained_pairs(findings, standard_twins):
         parts = []
-        for f in (f for f in findings if (f.model, f.twin) == pair):
-            d, old = f.difference, earlier.get(_row_key(f.to_dict(), per_column=False))
-            was = "" if old is None else f", {'the same' if old['verdict'] == f.verdict else old['verdict']} in {label}"
-            parts.append(f"{f.setting} {f.verdict}, {_interval(d.value, d.low, d.high)}{was}")
+        for f in (f for f in findings if (f["model"], f["twin"]) == pair):
+            old = earlier.get(_row_key(f, per_column=False))
+            same = old is not None and old["verdict"] == f["verdict"]
+            was = "" if old is None else f", {'the same' if same else old['verdict']} in {label}"
+            parts.append(f"{f['setting']} {f['verdict']}, {_interval(*f['difference'])}{was}")
         if (aa := _autoattack_row(per_column, pair)) is not None:
-            d = aa.difference
-            parts.append(f"AutoAttack alone {aa.verdict}, {_interval(d.value, d.low, d.high)}")
+            parts.append(f"AutoAttack alone {aa['verdict']}, {_interval(*aa['difference'])}")
         line = f"- `{pair[0]}` against `{pair[1]}`: " + "; ".join(parts) + "."
-        white = [r for r in per_column if (r.model, r.twin) == pair and r.setting == WHITE_BOX]
+        white = [r for r in per_column if (r["model"], r["twin"]) == pair and r["setting"] == WHITE_BOX]
         by_verdict: dict[str, list[str]] = {}
         for r in white:
-            if r.verdict != NOT_DISTINGUISHABLE:
-                by_verdict.setdefault(r.verdict, []).append(r.columns[0])
+            if r["verdict"] != NOT_DISTINGUISHABLE:
+                by_verdict.setdefault(r["verdict"], []).append(r["columns"][0])
         if len(by_verdict) > 1:
             line += (" Its white-box attacks disagree: " + "; ".join(f"{v} under {', '.join(cols)}"
                                                                      for v, cols in by_verdict.items())
@@ -205,45 +229,49 @@ def _trained_pair_lines(findings: Sequence[TwinComparison], per_column: Sequence
             "and AutoAttack's on its own:", "", *lines]
 
 
-def findings_markdown(
-    results: Sequence[ModelEvaluation],
-    findings: Sequence[TwinComparison],
-    protocol: Protocol,
-    *,
-    command: str,
-    left_out: Mapping[str, str] | None = None,
-    previous: Mapping[str, Any] | None = None,
-    per_column: Sequence[TwinComparison] = (),
-    today: date | None = None,
-) -> str:
-    """The page: what was evaluated, the models, each BNN against its twin (beside ``previous``'s verdict when given),
-    the same ``per_column`` (each attack and eps on its own) and the models ``left_out`` with why."""
-    day = (today or date.today()).isoformat()
+def _models_section(models: Sequence[Row]) -> list[str]:
+    """One row per model: checkpoint, clean accuracy, RS per family and overall, worst case, eps*, flags."""
     lines = [
-        f"# Findings: BNNs against their FP twins, protocol {protocol.label}, {day}",
-        "",
-        f"Generated by `{command}` from the stored outcomes of each model's complete protocol run; do not edit by "
-        "hand. Each difference is the BNN's mean ACC_norm minus its FP twin's over the same images, with a paired "
-        "95% bootstrap interval; the verdict follows the interval (above zero: more robust, below: less robust, "
-        "else not distinguishable).",
-        "",
-        *_protocol_lines(protocol),
-        "",
         "## Models",
         "",
         "| model | checkpoint sha256 | clean accuracy | RS white-box | RS black-box | RS all | worst case | "
         "median eps*, correct images [95%] | flags |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for r in sorted(results, key=lambda r: r.model_name):
-        sha = f"`{r.checkpoint_sha256[:12]}`" if r.checkpoint_sha256 else "-"
-        clean = r.clean_acc.get(WHITE_BOX, r.clean_acc.get(BLACK_BOX, 0.0))
+    for r in models:
+        sha = f"`{r['checkpoint_sha256'][:12]}`" if r["checkpoint_sha256"] else "-"
         lines.append(
-            f"| `{r.model_name}` | {sha} | {_pct(clean)} | {r.rs.get(WHITE_BOX, 0.0):.3f} | "
-            f"{r.rs.get(BLACK_BOX, 0.0):.3f} | {r.rs.get(ALL, 0.0):.3f} | "
-            f"{_pct(r.worst_case.get(ALL, r.worst_case.get(WHITE_BOX, 0.0)))} | {eps_star_text(r.eps_star)} | "
-            f"{', '.join(r.flags) or '-'} |"
+            f"| `{r['model']}` | {sha} | {_pct(r['clean_acc'])} | {r['rs'][WHITE_BOX]:.3f} | "
+            f"{r['rs'][BLACK_BOX]:.3f} | {r['rs'][ALL]:.3f} | "
+            f"{_pct(r['worst_case'])} | {eps_star_text(r['eps_star'])} | "
+            f"{', '.join(r['flags']) or '-'} |"
         )
+    return lines
+
+
+def findings_markdown(
+    document: Mapping[str, Any],
+    *,
+    command: str,
+    previous: Mapping[str, Any] | None = None,
+    earlier_claims: Sequence[Row] | None = None,
+) -> str:
+    """The page of ``document`` (:func:`arbibench.protocol.report.findings_document`): what was evaluated, the
+    models, each BNN against its twin (beside ``previous``'s verdict, and its claims ``earlier_claims``, when given),
+    the same each attack and eps on its own, and the models left out with why."""
+    findings, per_column, left_out = document["findings"], document["per_column"], document["left_out"]
+    lines = [
+        f"# Findings: BNNs against their FP twins, protocol {document['protocol']}, {document['date']}",
+        "",
+        f"Generated by `{command}` from the stored outcomes of each model's complete protocol run; do not edit by "
+        "hand. Each difference is the BNN's mean ACC_norm minus its FP twin's over the same images, with a paired "
+        "95% bootstrap interval; the verdict follows the interval (above zero: more robust, below: less robust, "
+        "else not distinguishable).",
+        "",
+        *_protocol_lines(document["protocol"], document["setup"]),
+        "",
+        *_models_section(document["models"]),
+    ]
     lines += ["", "## Each BNN against its FP twin", ""]
     if not findings:
         lines.append("No BNN's protocol is complete together with its FP twin's yet.")
@@ -260,8 +288,8 @@ def findings_markdown(
                   "attack and each eps on its own' below."]
         if strongest := _autoattack_sentence(per_column, findings):
             lines += ["", strongest]
-    lines += _claims_section(findings, protocol, previous)
-    lines += _trained_pair_lines(findings, per_column, previous)
+    lines += _claims_section(document["claims"], earlier_claims, previous)
+    lines += _trained_pair_lines(findings, per_column, previous, document["standard_twins"])
     if per_column:
         lines += [
             "", "## Each attack and each eps on its own", "",
@@ -286,37 +314,31 @@ def findings_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _claim_phrase(check: ClaimCheck) -> str:
+def _claim_phrase(check: Row) -> str:
     """The claim as README names it: the direction claims carry their setting, the similarity claim gets it."""
-    if check.expected == SAME_VERDICT:
-        return f"{check.claim[:1].lower()}{check.claim[1:]} under {check.setting} attacks"
-    return check.claim.removesuffix(" on CIFAR-10").removesuffix(" on ImageNet")
+    claim: str = check["claim"]
+    if check["expected"] not in VERDICTS:  # one verdict for every BNN: the similarity claim
+        return f"{claim[:1].lower()}{claim[1:]} under {check['setting']} attacks"
+    return claim.removesuffix(" on CIFAR-10").removesuffix(" on ImageNet")
 
 
 FINDINGS_BEGIN = "<!-- findings page of protocol report -->"
 FINDINGS_END = "<!-- end of findings page -->"
 
 
-def findings_readme_markdown(
-    results: Sequence[ModelEvaluation],
-    findings: Sequence[TwinComparison],
-    protocol: Protocol,
-    *,
-    link: str,
-    left_out: Mapping[str, str] | None = None,
-    per_column: Sequence[TwinComparison] = (),
-    today: date | None = None,
-) -> str:
-    """README's paragraph on the page at ``link``: what it compares, which of the paper's claims hold and (given
-    ``per_column``) which attacks the verdicts rest on, so a reader sees the headline without opening the page."""
-    day = (today or date.today()).isoformat()
+def findings_readme_markdown(document: Mapping[str, Any], *, link: str) -> str:
+    """README's paragraph on the page of ``document`` at ``link``: what it compares, which of the paper's claims
+    hold and (given per-column rows) which attacks the verdicts rest on, so a reader sees the headline without
+    opening the page."""
+    findings, per_column, left_out = document["findings"], document["per_column"], document["left_out"]
     counts = ", ".join(f"{v} {n}" for v, n in verdict_counts(findings).items() if n)
-    text = (f"**[Findings, protocol {protocol.label}, {day}]({link})**: {len(findings)} BNN-versus-twin comparisons "
-            f"over the {len(results)} models whose run is complete ({counts or 'none yet'}).")
-    if protocol.dataset in CLAIM_DATASETS:
-        tested = [c for c in check_claims(verdicts_of(findings), protocol.dataset) if c.status != UNTESTED]
+    text = (f"**[Findings, protocol {document['protocol']}, {document['date']}]({link})**: {len(findings)} "
+            f"BNN-versus-twin comparisons over the {len(document['models'])} models whose run is complete "
+            f"({counts or 'none yet'}).")
+    if document["claims"] is not None:
+        tested = [c for c in document["claims"] if c["status"] != UNTESTED]
         if tested:
-            claims = "; ".join(f"{_claim_phrase(c)}: {c.summary()}" for c in tested)
+            claims = "; ".join(f"{_claim_phrase(c)}: {c['summary']}" for c in tested)
             text += f" The paper's claims on them: {claims}."
         else:
             text += (" None of the paper's claims is tested yet: they concern standard-trained BNNs, and none has a "
@@ -325,20 +347,20 @@ def findings_readme_markdown(
         text += " " + _separating_columns(per_column)
         if strongest := _autoattack_sentence(per_column, findings, name_carried=False):
             text += " " + strongest
-    if trained := _trained_pair_sentence(findings, per_column):
+    if trained := _trained_pair_sentence(findings, per_column, document["standard_twins"]):
         text += " " + trained
     if left_out:
         text += f" Not complete yet: {', '.join(f'`{m}`' for m in sorted(left_out))}."
     return text
 
 
-def _trained_pair_sentence(findings: Sequence[TwinComparison], per_column: Sequence[TwinComparison]) -> str:
+def _trained_pair_sentence(findings: Sequence[Row], per_column: Sequence[Row], standard_twins: Iterable[str]) -> str:
     """README's line on the adversarially trained pairs: their verdicts alone, the page has the intervals."""
     pairs = []
-    for pair in _trained_pairs(findings):
-        parts = [f"{f.setting} {f.verdict}" for f in findings if (f.model, f.twin) == pair]
+    for pair in _trained_pairs(findings, standard_twins):
+        parts = [f"{f['setting']} {f['verdict']}" for f in findings if (f["model"], f["twin"]) == pair]
         if (aa := _autoattack_row(per_column, pair)) is not None:
-            parts.append(f"AutoAttack alone {aa.verdict}")
+            parts.append(f"AutoAttack alone {aa['verdict']}")
         pairs.append(f"`{pair[0]}` against `{pair[1]}`: {', '.join(parts)}")
     if not pairs:
         return ""

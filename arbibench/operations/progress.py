@@ -19,8 +19,8 @@ from arbibench.evaluation.store import ResultStore
 from arbibench.inference import Inference
 from arbibench.machine import on_gpu
 from arbibench.models.zoo import load_model
+from arbibench.operations.projection import per_image_seconds, quick_card
 from arbibench.protocol.presets import Protocol, get_protocol
-from arbibench.protocol.projection import per_image_seconds, quick_card
 from arbibench.protocol.run import plan_model, protocol_subsets, run_settings
 
 

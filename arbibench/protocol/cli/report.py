@@ -1,0 +1,165 @@
+"""``arbibench protocol report``: ARBiBench's findings, each BNN against its FP twin, from the outcomes a run stored;
+the findings document (``--json``) computed by the protocol, its page (``--markdown``) rendered by the leaderboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from arbibench.cards import FindingsDocument
+from arbibench.evaluation.cli import user_errors
+from arbibench.files import atomic_write, atomic_write_json
+from arbibench.leaderboard.findings import findings_markdown
+from arbibench.protocol.cli import common
+from arbibench.protocol.cli.common import DEMO_HELP
+from arbibench.terminal import console, fail
+
+if TYPE_CHECKING:
+    from arbibench.evaluation.store import ResultStore
+    from arbibench.protocol.presets import Protocol
+    from arbibench.protocol.run import ModelEvaluation
+
+
+def protocol_report(
+    name: str = typer.Argument("cifar10", help="cifar10, cifar10-l2, imagenet or imagenet-l2."),
+    models: str = typer.Option("all", help="Comma-separated zoo names, or 'all' (every shipped model of the dataset)."),
+    quick: bool = typer.Option(False, "--quick", help="The laptop variant (smaller subsets and budgets)."),
+    demo: bool = typer.Option(False, "--demo", help=DEMO_HELP),
+    store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
+    model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Also write the findings as JSON to this file (per setting, and per attack and eps)."
+    ),
+    stored_only: bool = typer.Option(
+        False, "--stored-only", help="Compute nothing: report the models whose run is complete in --store and list "
+        "the others as left out (a report over a full-protocol store must not start hours of attacks)."
+    ),
+    per_attack: bool = typer.Option(
+        False, "--per-attack", help="Also print each attack and each eps of the sweep against the FP twin on its own "
+        "(what each setting's row averages)."
+    ),
+    markdown: Path | None = typer.Option(
+        None, help="Also write the dated findings page (markdown) to this file, e.g. docs/findings-cifar10.md; it "
+        "compares per setting and per attack and eps."
+    ),
+    compare: Path | None = typer.Option(
+        None, help="The --json of an earlier report (e.g. the quick protocol's): the page sets each verdict beside it."
+    ),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
+    data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
+) -> None:
+    """ARBiBench's findings: is each BNN more or less robust than its FP twin, under white-box and black-box attacks
+    at the protocol eps and across the eps sweep?
+
+    Reads the outcomes `protocol run` stored (whatever is missing is evaluated and stored first, unless
+    --stored-only), pairs each BNN with its twin on the same images and gives the difference of mean ACC_norm with a
+    95% bootstrap interval. The verdict follows the interval: above zero "more robust", below "less robust",
+    otherwise "not distinguishable".
+    """
+    from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
+    from arbibench.protocol.cli.tables import claims_table, findings_table, summary_table  # start-up: as above
+    from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
+    from arbibench.protocol.report import earlier_claims, findings_document  # start-up: as above
+    from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
+
+    protocol = common.protocol_preset(name, quick, demo)
+    if isinstance(protocol, CorruptionProtocol):
+        fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
+    names = common.protocol_models(models, protocol.dataset, model_dir)
+    if stored_only and not store.is_file():
+        fail(FileNotFoundError(f"no store at {store}: nothing is stored to report (pass the run's --store)"))
+    previous = _read_findings_json(compare) if compare is not None else None
+    left_out: dict[str, str] = {}
+    try:
+        with ResultStore(store, read_only=stored_only) as db:  # --stored-only computes nothing and writes nothing
+            if stored_only:
+                results = _stored_results(protocol, names, db, left_out, data_dir, model_dir, device)
+            else:
+                results = run_protocol(protocol, names, db, data_dir=data_dir, model_dir=model_dir, device=device,
+                                       console=console)
+    except user_errors() as e:
+        fail(e)
+    if not results:
+        fail(ValueError(f"no model's {protocol.label} run is complete in {store}; see `arbibench protocol progress`"))
+    console.print(summary_table(results, protocol))
+    findings = protocol_findings(results)
+    if findings:
+        console.print(findings_table(findings))
+        if (claims := claims_table(findings, protocol.dataset)) is not None:
+            console.print(claims)
+    elif markdown is None:
+        fail(ValueError("no BNN was evaluated together with its FP twin: include both in --models"))
+    # each attack and eps on its own: always in the files, on the terminal with --per-attack
+    wanted = per_attack or json_out is not None or markdown is not None
+    per_column = protocol_findings(results, per_column=True) if wanted and findings else []
+    if per_attack and per_column:
+        console.print(findings_table(per_column, per_column=True))
+    if json_out is None and markdown is None:
+        return
+    document = findings_document(results, findings, protocol, per_column=per_column, left_out=left_out, page=markdown)
+    if json_out is not None:
+        _write_json(document, json_out)
+    if markdown is not None:
+        command = " ".join([
+            "arbibench protocol report", name, *(["--quick"] if quick else []), *(["--demo"] if demo else []),
+            "--models", models, "--store", str(store), *(["--stored-only"] if stored_only else []),
+            *([f"--compare {compare}"] if compare is not None else []), "--markdown", str(markdown),
+        ])
+        earlier = None if previous is None else earlier_claims(previous, protocol.dataset)
+        _write_page(document, markdown, command, previous, earlier, json_out)
+
+
+def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_out: dict[str, str],
+                    data_dir: Path | None, model_dir: Path | None, device: str | None) -> list[ModelEvaluation]:
+    """The models whose run is complete in ``db``, one at a time: a model still on the queue goes to ``left_out``
+    with why, and the others are reported."""
+    from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyExecutor  # start-up: as above
+    from arbibench.protocol.run import run_protocol  # start-up: as above
+
+    results: list[ModelEvaluation] = []
+    stored = db.model_names()
+    if not stored:
+        raise ValueError(f"{db.path} holds no evaluation: nothing to report (pass the --store of `protocol run`)")
+    for model_name in names:
+        if model_name not in stored:  # nothing stored: left out at once, without loading and checking the model
+            left_out[model_name] = (f"{model_name}: no evaluation of it in {db.path}; run it with `arbibench "
+                                    "protocol run` (same preset and --store) first")
+            console.print(f"left out {left_out[model_name]}")
+            continue
+        try:
+            results += run_protocol(protocol, [model_name], db, data_dir=data_dir, model_dir=model_dir,
+                                    device=device, console=console, backend=StoredOnlyExecutor())
+        except MissingResultsError as e:
+            left_out[model_name] = str(e)
+            console.print(f"left out {e}")
+    return results
+
+
+def _write_json(document: dict[str, Any], path: Path) -> None:
+    """``--json``: the findings document, what ``--compare`` and ``leaderboard markdown --findings`` read."""
+    atomic_write_json(document, path)
+    console.print(f"wrote {path}")
+
+
+def _write_page(document: dict[str, Any], path: Path, command: str, previous: dict[str, Any] | None,
+                earlier: list[dict[str, Any]] | None, json_out: Path | None) -> None:
+    """``--markdown``: the dated page, rendered by the leaderboard; README's paragraph on it is the leaderboard's."""
+    page = findings_markdown(document, command=command, previous=previous, earlier_claims=earlier)
+    atomic_write(lambda f: f.write(page.encode()), path)
+    console.print(f"wrote {path}")
+    then = "" if json_out is not None else "add --json FILE to this report, then "
+    console.print(f"README's paragraph on the page: {then}arbibench leaderboard markdown --readme README.md "
+                  f"--findings {json_out or 'FILE'}", highlight=False)
+
+
+def _read_findings_json(path: Path) -> dict[str, Any]:
+    """The --json of an earlier ``protocol report``, checked as a findings document; anything else is refused
+    before any work."""
+    try:
+        return FindingsDocument.read(path).to_dict()
+    except OSError as e:
+        fail(ValueError(f"--compare {path}: cannot read it ({e}); pass the --json of an earlier report"))
+    except ValueError as e:
+        fail(ValueError(f"--compare: not the --json of `arbibench protocol report`: {e}"))
