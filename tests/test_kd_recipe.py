@@ -230,7 +230,7 @@ def test_recalibrating_a_zoo_checkpoint_changes_only_its_running_statistics(tmp_
 def test_recalibration_refuses_adversarially_trained_and_unknown_models(tmp_path, data_dir):
     with pytest.raises(ValueError, match="adversarially trained"):
         recalibrate_checkpoint("resnet20_fp_at", tmp_path / "run", data_dir, log=lambda m: None)
-    with pytest.raises(FileNotFoundError, match="no model card"):
+    with pytest.raises(FileNotFoundError, match="no checkpoint card"):
         recalibrate_checkpoint("resnet20_nosuch", tmp_path / "run", data_dir, log=lambda m: None)
     assert not (tmp_path / "run").exists()  # nothing half-written
 
@@ -266,13 +266,15 @@ def test_a_continuation_replaces_the_zoo_model_only_when_more_accurate(tmp_path,
     card = zoo / "resnet20_xnorpp.json"
     args = ["train", "--method", "xnorpp", "--recipe", "kd", "--init-from", "resnet20_xnorpp", "--step1-epochs", "0",
             "--epochs", "1", "--out", str(runs), "--export", "--zoo-dir", str(zoo)]  # fmt: skip
-    card.write_text(json.dumps({"name": "resnet20_xnorpp", "clean_acc": 1.0}))  # nothing beats it
+    shipped = {"name": "resnet20_xnorpp", "dataset": "cifar10", "architecture": "resnet20", "method": "xnorpp",
+               "checkpoint": "resnet20_xnorpp.safetensors", "sha256": "0" * 64}
+    card.write_text(json.dumps({**shipped, "clean_acc": 1.0}))  # nothing beats it
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "kept the zoo's resnet20_xnorpp (1.0000)" in result.output
     assert not (zoo / "resnet20_xnorpp.safetensors").exists()
-    assert json.loads(card.read_text()) == {"name": "resnet20_xnorpp", "clean_acc": 1.0}
-    card.write_text(json.dumps({"name": "resnet20_xnorpp", "clean_acc": 0.0}))  # the finished run beats it
+    assert json.loads(card.read_text()) == {**shipped, "clean_acc": 1.0}
+    card.write_text(json.dumps({**shipped, "clean_acc": 0.0}))  # the finished run beats it
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(card.read_text())["sha256"] == _digest(zoo / "resnet20_xnorpp.safetensors")

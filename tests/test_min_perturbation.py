@@ -79,18 +79,17 @@ def test_level_grid_descends_by_halving_whole_levels_and_bisects_until_adjacent(
 def test_eps_star_on_the_uint8_grid_is_whole_levels_from_one(bnn, data_dir, tmp_path):
     # the shipped resnet20_bnn on real test images: on the grid every eps* is a whole number of grey levels, at
     # least one, and nothing is censored (no 8-bit image lies closer than one level)
-    x, y, idx = load_cifar10(12, data_dir=data_dir)
+    x, y, idx = load_cifar10(8, data_dir=data_dir)
+    kwargs = dict(attacks=("fgsm",), eps_max=4 / 255, probe_draws=5, model_name="bnn", batch_size=8)
     with ResultStore(tmp_path / "g.db") as db:
-        found = minimal_perturbation(bnn, x, y, idx, attacks=("apgd_ce",), eps_max=8 / 255, probe_draws=5,
-                                     store=db, model_name="bnn", batch_size=12, grid="uint8")
-        floated = minimal_perturbation(bnn, x, y, idx, attacks=("apgd_ce",), eps_max=8 / 255, probe_draws=5,
-                                       store=db, model_name="bnn", batch_size=12, search_rounds=1)
+        found = minimal_perturbation(bnn, x, y, idx, store=db, grid="uint8", **kwargs)
+        floated = minimal_perturbation(bnn, x, y, idx, store=db, search_rounds=1, **kwargs)
     correct = found.eps_star[found.clean_correct]
     finite = correct[np.isfinite(correct)]
     assert len(finite) >= 3
     levels = finite * 255
     np.testing.assert_allclose(levels, np.round(levels), atol=1e-3)
-    assert (levels >= 1 - 1e-3).all() and (levels <= 8 + 1e-3).all()
+    assert (levels >= 1 - 1e-3).all() and (levels <= 4 + 1e-3).all()
     assert not found.censored.any() and found.eps_floor == pytest.approx(1 / 255)
     assert found.to_dict()["grid"] == "uint8" and "grid" not in floated.to_dict()
     # the float search goes below one level for a BNN; the grid cannot
