@@ -52,7 +52,9 @@ def protocol_run(
     workers: int | None = typer.Option(None, help=WORKERS_HELP),
     worker_threads: int | None = typer.Option(None, help=WORKER_THREADS_HELP),
     inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
-    grid: str = typer.Option("float", help=f"{GRID_HELP} No eps* search on the grid; its cards go to a uint8/ folder."),
+    grid: str = typer.Option(
+        "float", help=f"{GRID_HELP} eps* in whole grey levels from 1/255; its cards go to a uint8/ folder."
+    ),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
         "sweep's evaluations count as its attack's) and write no card: one run split across machines (a GPU takes "
