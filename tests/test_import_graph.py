@@ -165,7 +165,7 @@ def test_the_page_states_the_design_layers() -> None:
     assert DEPENDS["attacks"] == {"nn"}
     assert DEPENDS["evaluation"] == {"data", "models", "attacks", "deploy"}
     assert DEPENDS["train"] == {"data", "models", "attacks"}
-    assert DEPENDS["protocol"] == {"evaluation"}
+    assert DEPENDS["protocol"] == {"evaluation", "verify"}  # the verifier's certified end of eps* beside the attacks'
     assert DEPENDS["leaderboard"] <= BOTTOM and "models" not in allowed("leaderboard")
     assert {"nn"} <= DEPENDS["deploy"] <= {"nn", "models"}
 

@@ -71,6 +71,8 @@ class Protocol:
     eps_star_factor: float = 2.0
     eps_star_floor: float = 1e-3 / 255
     eps_star_draws: int = 50
+    # a verifier's certified radius per eps* image, the lower end of each image's eps* (slow; off unless asked)
+    eps_star_certify: bool = False
     quick: bool = False
     demo: bool = False  # the few-minute first look of ``make demo`` (also ``quick``: a laptop variant)
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -40,6 +40,7 @@ from arbibench.evaluation.surrogates import resolve_surrogate
 from arbibench.inference import Inference
 from arbibench.machine import computed_on, provenance
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
+from arbibench.protocol.certified import attach_certificates
 from arbibench.protocol.presets import ACCESS_GROUPS, Protocol
 
 ALL = "all"
@@ -198,13 +199,17 @@ def _eps_star(plan: ModelPlan, console: Console | None, progress: bool,
     x, y, idx = plan.subsets[BLACK_BOX]
     ctx = next(iter(plan.families.values())).ctx
     try:
-        return search_eps_star(
+        found = search_eps_star(
             plan.model, x, y, idx, attacks=protocol.eps_star_attacks, threat_model=protocol.threat_model,
             eps_max=protocol.eps_star_factor * protocol.eps, search_rounds=protocol.eps_star_rounds,
             eps_floor=protocol.eps_star_floor, probe_draws=protocol.eps_star_draws, store=ctx.store,
             settings=plan.settings, model_name=plan.model_name, progress=progress, console=console, executor=executor,
             grid=protocol.grid,
         )
+        if protocol.eps_star_certify:
+            attach_certificates(found, plan.model, x, y, semantics=plan.settings.inference, device=ctx.device,
+                                console=console if progress else None)
+        return found
     except MissingResultsError:
         if not isinstance(executor, StoredOnlyExecutor):
             raise

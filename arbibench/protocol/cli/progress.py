@@ -58,6 +58,7 @@ def protocol_progress_command(
     worker_threads: int | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
     inference: str = typer.Option(Inference.SIMULATION.value, help="The run's --inference."),
     grid: str = typer.Option("float", help="The run's --grid."),
+    certify: bool = typer.Option(False, "--certify", hidden=True, help=RUN_ONLY_HELP),
     only_attacks: str | None = typer.Option(None, "--only-attacks", hidden=True, help=RUN_ONLY_HELP),
     evaluations: bool = typer.Option(
         False, "--evaluations", help="Also print, per model, every evaluation (batches, hours so far, seconds per "
@@ -73,7 +74,7 @@ def protocol_progress_command(
     defaults, so a run's command line with `run` turned into `progress` reports that run."""
     from arbibench.protocol.presets import Protocol  # start-up: the presets load torch
 
-    del device, backend, address, workers, worker_threads  # how a run computes, not what it computes
+    del device, backend, address, workers, worker_threads, certify  # how a run computes, not what it computes
     if only_attacks is not None:
         fail(ValueError("--only-attacks: such a run writes part of a store and no card; count the whole run, "
                         "without --only-attacks, on the store that joins the parts"))

@@ -4,6 +4,7 @@ split across machines), or the common-corruptions preset."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,10 @@ def protocol_run(
     grid: str = typer.Option(
         "float", help=f"{GRID_HELP} eps* in whole grey levels from 1/255; its cards go to a uint8/ folder."
     ),
+    certify: bool = typer.Option(
+        False, "--certify", help="Also certify each eps* image with `arbibench verify`'s bounds (tens of seconds "
+        "per image, not stored): the card's median eps* becomes the bracket [certified, attacked]."
+    ),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
         "sweep's evaluations count as its attack's) and write no card: one run split across machines (a GPU takes "
@@ -80,6 +85,10 @@ def protocol_run(
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
     protocol = common.protocol_on_grid(common.protocol_preset(name, quick, demo), grid)
+    if certify:
+        if isinstance(protocol, CorruptionProtocol):
+            fail(ValueError(f"--certify certifies eps*; {protocol.label} has no eps* search"))
+        protocol = replace(protocol, eps_star_certify=True)
     names = common.protocol_models(models, protocol.dataset, model_dir)
     noun = "model" if len(names) == 1 else "models"
     console.print(f"protocol {protocol.label} on {len(names)} {noun}: {', '.join(names)}")
