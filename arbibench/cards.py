@@ -307,8 +307,9 @@ class EpsStar:
     median_certified: float | None = _field("number", lo=0.0, omit_none=True)
 
     def is_censored(self, value: float) -> bool:
-        """Whether a median or interval end of this search means "<= eps_floor"."""
-        return self.eps_floor is not None and value <= self.eps_floor
+        """Whether a median or interval end of this search means "<= eps_floor": never where no image was censored
+        (on the 8-bit grid the floor, one grey level, is exact)."""
+        return self.eps_floor is not None and value <= self.eps_floor and self.censored != 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -623,3 +623,14 @@ def test_model_page_says_what_the_numbers_were_measured_on(tmp_path: Path) -> No
     assert f"<code>{'ab' * 32}</code>" in fields
     other = (pages / "resnet20_fp.html").read_text().split('<dl class="fields">')[1]
     assert "<dt>Inference</dt><dd>simulation</dd>" in other and "Computed on" not in other.split("</dl>")[0]
+
+
+def test_a_median_at_the_floor_is_censored_only_where_images_were() -> None:
+    # on the 8-bit grid the floor is one grey level and exact: a search that censored nothing has no "<= floor"
+    from arbibench.cards import EpsStar
+
+    grid = EpsStar(eps_floor=1 / 255, censored=0.0, search="descent")
+    assert not grid.is_censored(1 / 255)
+    assert EpsStar(eps_floor=1 / 255, censored=12.5, search="descent").is_censored(1 / 255)
+    assert EpsStar(eps_floor=1 / 255, search="descent").is_censored(1 / 255)  # a card without the share: as before
+    assert not EpsStar(eps_floor=1 / 255, censored=12.5, search="descent").is_censored(2 / 255)
