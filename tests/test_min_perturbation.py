@@ -91,6 +91,10 @@ def test_eps_star_on_the_uint8_grid_is_whole_levels_from_one(bnn, data_dir, tmp_
     np.testing.assert_allclose(levels, np.round(levels), atol=1e-3)
     assert (levels >= 1 - 1e-3).all() and (levels <= 4 + 1e-3).all()
     assert not found.censored.any() and found.eps_floor == pytest.approx(1 / 255)
+    assert not found.is_censored(found.eps_floor)  # one grey level is exact on the grid, never "<= 1/255"
+    from arbibench.leaderboard.eps_star import eps_star_text
+
+    assert "\u2264" not in eps_star_text(found.to_dict())
     assert found.to_dict()["grid"] == "uint8" and "grid" not in floated.to_dict()
     # the float search goes below one level for a BNN; the grid cannot
     assert (floated.eps_star[floated.clean_correct] < 1 / 255).any()

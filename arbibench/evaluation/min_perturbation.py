@@ -248,8 +248,8 @@ class MinimalPerturbation:
         return median_interval(self.bounded[self.clean_correct], confidence)
 
     def is_censored(self, value: float) -> bool:
-        """Whether a statistic of :attr:`bounded` means "<= eps_floor"."""
-        return value <= self.eps_floor
+        """Whether a statistic of :attr:`bounded` means "<= eps_floor" (never where no image was censored)."""
+        return value <= self.eps_floor and bool(self.censored.any())
 
     def robust_accuracy(self, eps: float) -> float:
         """Fraction of images no attack fooled within ``eps`` (an upper bound on the true robust accuracy); within

@@ -65,7 +65,7 @@ def eps_star_text(summary: dict[str, Any] | None) -> str:
     if summary is None:
         return "-"
     scale, unit = (255.0, "/255") if summary["norm"] == "Linf" else (1.0, "")
-    floor = summary.get("eps_floor") or 0.0
+    floor = (summary.get("eps_floor") or 0.0) if summary.get("censored") != 0 else 0.0  # nothing censored: exact
 
     def one(v: float | None) -> str:
         if v is None:
