@@ -19,7 +19,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from arbibench.machine import default_threads
+from arbibench.machine import default_threads, wait_policy
 
 
 @dataclass(frozen=True)
@@ -127,10 +127,13 @@ def _root() -> None:
 def _cap_threads() -> None:
     """Before torch loads: no more OpenMP workers than the cores this process may use (its affinity and cgroup
     quota), where those are fewer than the machine's and the user set no thread count. Torch would start one worker
-    per core of the machine, and the extra ones only take time slices from the working ones."""
+    per core of the machine, and the extra ones only take time slices from the working ones. On a busy machine the
+    idle workers sleep instead of spinning (:func:`arbibench.machine.wait_policy`)."""
     threads = default_threads()
     if threads is not None and threads < (os.cpu_count() or 1):
         os.environ["OMP_NUM_THREADS"] = str(threads)
+    if (policy := wait_policy()) is not None:
+        os.environ["OMP_WAIT_POLICY"] = policy
 
 
 def main() -> None:

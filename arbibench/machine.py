@@ -119,3 +119,24 @@ def default_threads(environ: Mapping[str, str] | None = None) -> int | None:
     if any(env.get(name) for name in THREAD_VARIABLES):
         return None
     return available_cores()
+
+
+def wait_policy(environ: Mapping[str, str] | None = None, load: float | None = None,
+                cores: int | None = None) -> str | None:
+    """``"PASSIVE"`` when the CLI should tell OpenMP's idle workers to sleep instead of spin, else None (leave it).
+
+    Spinning workers cost nothing on an idle machine but take the time slices of another job's threads, and theirs
+    take ours: beside a 2-thread training on 2 cores, a fused forward at 2 threads took 3.0x and a gradient step 3.4x
+    longer spinning than sleeping, while sleeping cost 23-36% on the idle machine (docs/benchmarks/threads.md). So:
+    sleep when at least half the cores were busy over the last minute (the 1-minute load average, read at start,
+    before this process adds to it), unless the user chose a policy with ``OMP_WAIT_POLICY``."""
+    env = os.environ if environ is None else environ
+    if env.get("OMP_WAIT_POLICY"):
+        return None
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            return None
+    cores = available_cores() if cores is None else cores
+    return "PASSIVE" if load >= max(1.0, cores / 2) else None

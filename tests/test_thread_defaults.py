@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from arbibench.machine import available_cores, cgroup_cpu_limit, default_threads
+from arbibench.machine import available_cores, cgroup_cpu_limit, default_threads, wait_policy
 
 needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity (Linux)")
 
@@ -60,3 +60,21 @@ def test_the_cli_start_caps_torch_threads_at_the_affinity() -> None:
     code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
             "from arbibench.cli import _cap_threads; _cap_threads(); import torch; print(torch.get_num_threads())")
     assert _run(code) == "1"
+
+
+def test_idle_workers_sleep_only_on_a_busy_machine_and_never_against_the_users_choice() -> None:
+    assert wait_policy({}, load=2.1, cores=2) == "PASSIVE"  # a 2-thread neighbour on 2 cores
+    assert wait_policy({}, load=1.0, cores=2) == "PASSIVE"  # half the cores busy
+    assert wait_policy({}, load=0.3, cores=2) is None  # idle: spinning costs nothing there
+    assert wait_policy({}, load=4.0, cores=64) is None  # a few busy cores of many
+    assert wait_policy({}, load=40.0, cores=64) == "PASSIVE"
+    assert wait_policy({"OMP_WAIT_POLICY": "ACTIVE"}, load=9.0, cores=2) is None
+
+
+@needs_affinity
+def test_the_cli_start_sets_the_wait_policy_it_decides() -> None:
+    code = ("import os; from arbibench.cli import _cap_threads; from arbibench.machine import wait_policy; "
+            "expected = wait_policy(); _cap_threads(); print(os.environ.get('OMP_WAIT_POLICY'), expected)")
+    got, expected = _run(code).split()
+    assert got == expected  # "None None" on an idle machine, "PASSIVE PASSIVE" on a busy one
+    assert _run(code, OMP_WAIT_POLICY="ACTIVE").split() == ["ACTIVE", "None"]
