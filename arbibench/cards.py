@@ -9,6 +9,8 @@ Five documents are cards, each a frozen dataclass here with ``to_dict()`` and ``
   the identity fields of :class:`CardIdentity` (which model and checkpoint, by which protocol);
 - :class:`DeployCheckCard`, ``model_info/<dataset>/deploy/<name>.json``: does robustness measured on the simulation
   hold for the deployed BNN (``arbibench protocol deploy-check``);
+- :class:`GridCheckCard`, ``model_info/<dataset>/grid_check/<name>.json``: does robustness measured on float inputs
+  hold on 8-bit images (``arbibench protocol grid-check``);
 - :class:`CheckpointCard`, ``models/checkpoints/<name>.json`` beside each shipped checkpoint: what the weights are
   (method, recipe, history, sha256, the versions they replaced), written by ``arbibench train --export``;
 - :class:`FindingsDocument`, the ``--json`` of ``arbibench protocol report`` (``docs/measurements/findings_*.json``):
@@ -20,12 +22,13 @@ Each dataclass field says its JSON type in its metadata, so the writer and the r
 
 Units: every accuracy of a result card is in percent (:func:`percent` converts a ratio), as on RobustBench's
 leaderboard; ``acc_norm``, ``rs`` and ``rs_mean`` are plain ratios; ``eps`` and eps* are in input units. The deploy
-check, the checkpoint card and the findings hold ratios in [0, 1].
+and grid checks, the checkpoint card and the findings hold ratios in [0, 1].
 
 Versions: every card writes ``schema_version``. Result cards are at 2; version 1 (key ``card_version``, or no
 version key) has the same fields and reads unchanged. Deploy-check, checkpoint and findings files written before
 they had a version key read as version 1 (a deploy card's clean rows then say which padding and images they measured
-by their place in the list). A card from a newer arbibench is refused with the fix (upgrade).
+by their place in the list; a grid check, an entry of ``protocol grid-check --json``, named its model ``model_name``).
+A card from a newer arbibench is refused with the fix (upgrade).
 
 Which checkpoints ship is the pin file ``models/checkpoints/SHA256SUMS`` alone (:func:`shipped_sha256`); a result
 card records the sha256 of the checkpoint it measured, and :func:`stale_checkpoint` tells a card of replaced weights
@@ -54,8 +57,10 @@ CORRUPTIONS_THREAT = "corruptions"
 
 __all__ = [
     "CLASS_NAMES",
+    "CHECK_FOLDERS",
     "CORRUPTIONS_THREAT",
     "DEPLOY_CHECK",
+    "GRID_CHECK",
     "ONES_PADDING",
     "PIN_FILE",
     "PROTOCOL_IMAGES",
@@ -77,9 +82,13 @@ __all__ = [
     "Estimate",
     "Finding",
     "FindingsDocument",
+    "GridCheckCard",
+    "GridCheckRow",
+    "GridFinding",
     "Interval",
     "ModelCard",
     "PreviousVersion",
+    "Proportion",
     "Ratio",
     "SweepPoint",
     "TrainingThreat",
@@ -87,6 +96,8 @@ __all__ = [
     "card_json",
     "card_text",
     "card_version",
+    "check_card_files",
+    "check_card_path",
     "parse_card",
     "parse_corruption_card",
     "percent",
@@ -569,6 +580,98 @@ class DeployCheckCard(Card):
                              f"{PROTOCOL_IMAGES!r} images; run `arbibench protocol deploy-check` again")
 
 
+# -- the 8-bit grid check -------------------------------------------------------------------------------------------
+GRID_CHECK = "grid_check"  # the ``kind`` of a grid-check card
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proportion:
+    """A share of images (a ratio in [0, 1]) with its 95% interval; the file holds ``{"value", "low", "high"}``."""
+
+    value: float = _field("fraction", required=True)
+    low: float = _field("fraction", required=True)
+    high: float = _field("fraction", required=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridCheckRow:
+    """One eps of the grid check: ACC* in float and on the uint8 grid over all images (Wilson 95%), their paired
+    difference (bootstrap 95%), and how many float adversarial examples still fool once rounded to 8 bits."""
+
+    eps_text: str = _field("text", required=True)
+    eps: float = _field("number", required=True, lo=0.0)
+    n_images: int = _field("integer", required=True, lo=1)
+    acc_float: Proportion = _field("record", of=Proportion, required=True)
+    acc_grid: Proportion = _field("record", of=Proportion, required=True)  # neither the grid attack nor rounding fools
+    acc_grid_attack: Proportion = _field("record", of=Proportion, required=True)  # the attack on the grid alone
+    difference: Interval = _field("record", of=Interval, required=True)  # acc_grid - acc_float, paired over images
+    float_fooled: int = _field("integer", required=True, lo=0)  # images the float attack fooled
+    survived: int = _field("integer", required=True, lo=0)  # of those, still fooling once rounded to the grid
+    survival: Proportion | None = _field("record", of=Proportion)  # survived / float_fooled; null: none fooled
+    seconds: float | None = _field("number", lo=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridCheckCard(Card):
+    """Does robustness measured on float inputs hold on the 8-bit images a deployed network is fed
+    (:mod:`arbibench.protocol.grid_check`)? One model, one attack, every eps; shares are ratios in [0, 1]."""
+
+    name: str = _field("text", required=True)
+    kind: str = _field("text", default=GRID_CHECK)
+    dataset: str = _field("text", required=True)
+    checkpoint_sha256: str = _field("sha256", required=True)
+    attack: dict[str, Any] = _field("object", required=True)  # the attack's config, as the result store hashes it
+    n_images: int = _field("integer", required=True, lo=1)  # the first N test images
+    clean_acc: Proportion = _field("record", of=Proportion, required=True)
+    seed: int = _field("integer", required=True, lo=0)
+    batch_size: int = _field("integer", required=True, lo=1)
+    machine: str | None = _field("text")
+    rows: tuple[GridCheckRow, ...] = _field("record_list", of=GridCheckRow, required=True)
+
+    @property
+    def attack_name(self) -> str:
+        return str(self.attack.get("name", "?"))
+
+    def row(self, eps_text: str) -> GridCheckRow | None:
+        """The row of ``eps_text`` ("1/255"); None where it was not measured."""
+        return next((r for r in self.rows if r.eps_text == eps_text), None)
+
+    @classmethod
+    def _upgraded(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        """Version 1, an entry of ``protocol grid-check --json`` before the card, named the model ``model_name``."""
+        if version > 1 or "name" in data or "model_name" not in data:
+            return data
+        return {("name" if k == "model_name" else k): v for k, v in data.items()}
+
+    def _check(self) -> None:
+        if self.kind != GRID_CHECK:
+            raise self._fail("kind", f"expected {GRID_CHECK!r}, got {self.kind!r}")
+        if not self.rows:
+            raise self._fail("rows", "holds no eps; run `arbibench protocol grid-check` again")
+        for i, r in enumerate(self.rows):
+            if not r.survived <= r.float_fooled <= r.n_images:
+                raise self._fail(f"rows[{i}].survived", f"{r.survived} survived of {r.float_fooled} fooled on "
+                                 f"{r.n_images} images: expected survived <= float_fooled <= n_images")
+            if (r.survival is None) != (r.float_fooled == 0):
+                raise self._fail(f"rows[{i}].survival", "must be null exactly when float_fooled is 0")
+
+
+# -- where the per-model check cards live ---------------------------------------------------------------------------
+#: The folder beside the threat-model folders that holds each check's cards, by the card's ``kind``.
+CHECK_FOLDERS = {DEPLOY_CHECK: "deploy", GRID_CHECK: "grid_check"}
+
+
+def check_card_path(model_info: str | Path, dataset: str, kind: str, name: str) -> Path:
+    """Where the card of the check ``kind`` (deploy_check, grid_check) of model ``name`` is written and read:
+    ``<model_info>/<dataset>/<folder>/<name>.json``, beside the result cards and never in their rankings."""
+    return Path(model_info) / dataset / CHECK_FOLDERS[kind] / f"{name}.json"
+
+
+def check_card_files(model_info: str | Path, kind: str) -> list[Path]:
+    """Every card file of the check ``kind`` under ``model_info``, every dataset, in name order."""
+    return sorted(Path(model_info).glob(f"*/{CHECK_FOLDERS[kind]}/*.json"))
+
+
 # -- the checkpoint card --------------------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class TrainingThreat:
@@ -662,13 +765,34 @@ class Finding(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class GridFinding(Record):
+    """One compared model at one eps of its grid check, as the findings page reads it: ACC* in float and on the
+    uint8 grid (ratios over all images), their paired difference, and the float examples surviving rounding."""
+
+    model: str = _field("text", required=True)
+    twin: str | None = _field("text")  # a BNN's FP twin; null on an FP twin's own row
+    eps_text: str = _field("text", required=True)
+    attack: str = _field("text", required=True)
+    n_images: int = _field("integer", required=True, lo=1)
+    acc_float: float = _field("fraction", required=True)
+    acc_grid: float = _field("fraction", required=True)
+    difference: Interval = _field("interval", required=True)  # grid - float, paired over images
+    float_fooled: int = _field("integer", required=True, lo=0)
+    survived: int = _field("integer", required=True, lo=0)
+    survival: Interval | None = _field("interval")  # survived / float_fooled with its Wilson 95%; null: none fooled
+
+
+@dataclass(frozen=True, kw_only=True)
 class FindingsDocument(Card):
     """The ``--json`` of ``arbibench protocol report``: every BNN against its twin per setting (``findings``) and per
-    attack or eps (``per_column``)."""
+    attack or eps (``per_column``), and what the 8-bit grid changes for each of them (``grid``)."""
 
     protocol: str = _field("text", required=True)
     findings: tuple[Finding, ...] = _field("record_list", of=Finding, required=True)
     per_column: tuple[Finding, ...] = _field("record_list", of=Finding, factory=tuple)
+    # what the 8-bit grid changes, from the grid-check cards of the compared models; absent where none was read
+    grid: tuple[GridFinding, ...] | None = _field("record_list", of=GridFinding, omit_none=True)
+    grid_stale: tuple[str, ...] | None = _field("list", of="text", omit_none=True)  # cards of replaced weights
 
 
 FAMILY_ORDER = ("white-box", "black-box")
@@ -938,7 +1062,8 @@ def shipped_sha256(pins: Path = PIN_FILE) -> dict[str, str]:
     return out
 
 
-def stale_checkpoint(card: CardIdentity | DeployCheckCard, shipped: Mapping[str, str]) -> str | None:
+def stale_checkpoint(card: CardIdentity | DeployCheckCard | GridCheckCard,
+                     shipped: Mapping[str, str]) -> str | None:
     """Why ``card`` may not describe the checkpoint shipped under its name (``shipped``: name -> sha256), or None
     when it records that very checkpoint or its model is not shipped."""
     current = shipped.get(card.name)

@@ -1,9 +1,9 @@
 """Every card file in the repository, of each kind, reads into its typed card and writes back to a file that reads
 equal; a corrupted copy is refused naming the file and the first bad field as a path.
 
-The kinds: result cards (attack and corruptions, ``model_info/<dataset>/<threat>/``), deploy-check cards
-(``model_info/<dataset>/deploy/``), checkpoint cards (``arbibench/models/checkpoints/``) and findings documents
-(``docs/measurements/findings_*.json``).
+The kinds: result cards (attack and corruptions, ``model_info/<dataset>/<threat>/``), deploy-check and grid-check
+cards (``model_info/<dataset>/deploy/``, ``model_info/<dataset>/grid_check/``), checkpoint cards
+(``arbibench/models/checkpoints/``) and findings documents (``docs/measurements/findings_*.json``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 
 from arbibench.cards import (
+    CHECK_FOLDERS,
+    DEPLOY_CHECK,
+    GRID_CHECK,
     ONES_PADDING,
     PIN_FILE,
     SHIPPED_CHECKPOINTS,
@@ -28,7 +31,9 @@ from arbibench.cards import (
     CorruptionCard,
     DeployCheckCard,
     FindingsDocument,
+    GridCheckCard,
     ModelCard,
+    check_card_files,
     read_card_json,
     shipped_sha256,
     stale_checkpoint,
@@ -36,8 +41,9 @@ from arbibench.cards import (
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_INFO = ROOT / "model_info"
-RESULT_CARDS = sorted(p for p in MODEL_INFO.rglob("*.json") if p.parent.name != "deploy")
-DEPLOY_CARDS = sorted(MODEL_INFO.glob("*/deploy/*.json"))
+RESULT_CARDS = sorted(p for p in MODEL_INFO.rglob("*.json") if p.parent.name not in CHECK_FOLDERS.values())
+DEPLOY_CARDS = check_card_files(MODEL_INFO, DEPLOY_CHECK)
+GRID_CARDS = check_card_files(MODEL_INFO, GRID_CHECK)  # none until the queue's grid check has run
 CHECKPOINT_CARDS = sorted(SHIPPED_CHECKPOINTS.glob("*.json"))
 FINDINGS = sorted((ROOT / "docs").rglob("findings_*.json"))
 
@@ -45,6 +51,8 @@ FINDINGS = sorted((ROOT / "docs").rglob("findings_*.json"))
 def _kind(path: Path, data: Any) -> type[Card]:
     if path in DEPLOY_CARDS:
         return DeployCheckCard
+    if path in GRID_CARDS:
+        return GridCheckCard
     if path in CHECKPOINT_CARDS:
         return CheckpointCard
     if path in FINDINGS:
@@ -52,7 +60,7 @@ def _kind(path: Path, data: Any) -> type[Card]:
     return CorruptionCard if data.get("threat_model") == "corruptions" else ModelCard
 
 
-ALL_CARDS = [*RESULT_CARDS, *DEPLOY_CARDS, *CHECKPOINT_CARDS, *FINDINGS]
+ALL_CARDS = [*RESULT_CARDS, *DEPLOY_CARDS, *GRID_CARDS, *CHECKPOINT_CARDS, *FINDINGS]
 
 
 def test_the_repository_has_cards_of_every_kind() -> None:

@@ -28,8 +28,8 @@ from arbibench.cards import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-# result cards (the protocol's and the corruptions'); the deploy checks' cards have a schema of their own, read below
-COMMITTED = sorted(p for p in (ROOT / "model_info").rglob("*.json") if p.parent.name != "deploy")
+# result cards (the protocol's and the corruptions'); the deploy and grid checks' cards have schemas of their own
+COMMITTED = sorted(p for p in (ROOT / "model_info").rglob("*.json") if p.parent.name not in ("deploy", "grid_check"))
 DEPLOY_CARDS = sorted((ROOT / "model_info").glob("*/deploy/*.json"))
 
 

@@ -472,6 +472,56 @@ def test_the_readme_paragraph_links_the_page_and_says_which_claims_hold(twin_run
     assert res.exit_code == 2 and "pass --readme too" in res.output
 
 
+
+def test_the_report_reads_grid_cards_into_its_document_and_page(twin_run, tiny_protocol, tmp_path, monkeypatch,
+                                                                data_dir):
+    """With grid-check cards under --model-info, the findings document holds each compared model's grid rows and the
+    page says what the grid changes; without them neither has a word of it, and a malformed card is refused."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import arbibench.cli as cli
+    from arbibench.attacks import get_attack
+    from arbibench.cards import GRID_CHECK, FindingsDocument, check_card_path
+    from arbibench.files import atomic_write_json
+    from arbibench.protocol.cli import common
+    from arbibench.protocol.grid_check import run_grid_check
+
+    _, db = twin_run
+    monkeypatch.setattr(common, "protocol_preset", lambda name, quick, demo=False: tiny_protocol)
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    model_info = tmp_path / "model_info"
+    for name in ("resnet20_bnn", "resnet20_fp"):  # real checks: 8 test images, APGD-CE with 2 steps
+        card = run_grid_check(name, n_examples=8, attack=get_attack("apgd_ce", steps=2), eps_values=("2/255",),
+                              data_dir=data_dir)
+        atomic_write_json(card.to_dict(), check_card_path(model_info, "cifar10", GRID_CHECK, name))
+    page, document = tmp_path / "findings.md", tmp_path / "findings.json"
+    args = ["protocol", "report", "cifar10", "--models", "resnet20_fp,resnet20_bnn", "--store", str(db),
+            "--stored-only", "--markdown", str(page), "--json", str(document)]
+    res = CliRunner().invoke(cli.app, [*args, "--model-info", str(model_info)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    doc = FindingsDocument.read(document)
+    assert doc.grid is not None and doc.grid_stale == ()
+    assert [(r.model, r.twin, r.eps_text) for r in doc.grid] == [("resnet20_bnn", "resnet20_fp", "2/255"),
+                                                                  ("resnet20_fp", None, "2/255")]
+    text = page.read_text()
+    assert f"--model-info {model_info}" in text.split("\n")[2]  # the page names the command that made it
+    row = next(x for x in text.split("## On 8-bit inputs", 1)[1].splitlines() if x.startswith("| 2/255 |"))
+    for r in doc.grid:
+        d = r.difference
+        assert f"`{r.model}` {100 * d.value:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]" in row
+    # no grid card where the report looks: no section, no grid in the document
+    res = CliRunner().invoke(cli.app, [*args, "--model-info", str(tmp_path / "empty")], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "## On 8-bit inputs" not in page.read_text() and "grid" not in json.loads(document.read_text())
+    card_file = check_card_path(model_info, "cifar10", GRID_CHECK, "resnet20_fp")
+    bad = json.loads(card_file.read_text())
+    bad["rows"][0]["acc_grid"]["value"] = 2.0
+    card_file.write_text(json.dumps(bad))
+    res = CliRunner().invoke(cli.app, [*args, "--model-info", str(model_info)], env={"COLUMNS": "250"})
+    assert res.exit_code == 2 and "field 'rows[0].acc_grid.value'" in res.output.replace("\n", "")
+
 def test_the_leaderboard_names_the_verdicts_and_claims_as_the_protocol_does():
     """The leaderboard renders the findings document by the names the protocol writes into it, without importing
     the protocol: the two vocabularies must be the same."""

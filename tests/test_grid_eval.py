@@ -11,6 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from arbibench.attacks import Linf, get_attack
+from arbibench.cards import GridCheckCard
 from arbibench.cli import app
 from arbibench.data.cifar10 import load_cifar10
 from arbibench.evaluation.benchmark import benchmark
@@ -149,7 +150,8 @@ def test_grid_check_command_writes_json(env: None, tmp_path: Path) -> None:
     result = runner.invoke(app, ["protocol", "grid-check", "--models", "resnet20_fp", "-n", "6", "--attack", "fgsm",
                                  "--eps", "2/255", "--json", str(out)])
     assert result.exit_code == 0, result.output
-    check = json.loads(out.read_text())["checks"][0]
-    assert check["model_name"] == "resnet20_fp" and check["rows"][0]["eps_text"] == "2/255"
+    check = json.loads(out.read_text())["checks"][0]  # each entry is the model's grid-check card
+    assert check["name"] == "resnet20_fp" and check["rows"][0]["eps_text"] == "2/255"
+    assert GridCheckCard.parse(out, check).to_dict() == check and not ranked_card(check)  # never ranked
     bad = runner.invoke(app, ["protocol", "grid-check", "--models", "resnet20_fp", "--eps", "0.5/0"])
     assert bad.exit_code != 0 and "divides by zero" in bad.output

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from arbibench.cards import (
+    CHECK_FOLDERS,
     CORRUPTIONS_THREAT,
     FAMILY_ORDER,
     AttackResult,
@@ -67,10 +68,11 @@ def card_files(model_info: Path) -> list[Path]:
 
 
 def ranked_card(d: dict[str, object]) -> bool:
-    """Whether a decoded card belongs on an attack leaderboard: not a corruptions card, not a deploy check, and
-    measured on the simulation with float inputs (a protocol run with ``--inference deployed`` or ``--grid uint8``
-    writes its cards beside them, in a ``deployed/`` or ``uint8/`` folder, so they never share a ranking)."""
-    return (d.get("threat_model") != CORRUPTIONS_THREAT and d.get("kind") != "deploy_check"
+    """Whether a decoded card belongs on an attack leaderboard: not a corruptions card, not a check's card (deploy or
+    grid check), and measured on the simulation with float inputs (a protocol run with ``--inference deployed`` or
+    ``--grid uint8`` writes its cards beside them, in a ``deployed/`` or ``uint8/`` folder, so they never share a
+    ranking)."""
+    return (d.get("threat_model") != CORRUPTIONS_THREAT and d.get("kind") not in CHECK_FOLDERS
             and d.get("inference", "simulation") == "simulation" and d.get("grid", "float") == "float")
 
 

@@ -112,8 +112,9 @@ def markdown(
                                          "--markdown PAGE`; its paragraph linking PAGE (what it compares, which of "
                                          "the paper's claims hold) goes between README's 'findings page' markers."),
 ) -> None:
-    """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the zoo table and one dated provenance
-    paragraph (checkpoint sha256s, protocol size, where the models were trained), all from the cards."""
+    """Write LEADERBOARD.md: every leaderboard with ACC_norm per attack, the corruptions, deploy-check and 8-bit
+    grid-check tables where such cards exist, the zoo table and one dated provenance paragraph (checkpoint sha256s,
+    protocol size, where the models were trained), all from the cards."""
     day = date or datetime.now(timezone.utc).date().isoformat()
     try:
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day):
@@ -127,10 +128,12 @@ def markdown(
             deploy_summary_markdown,
             load_deploy_cards,
         )
+        from arbibench.leaderboard.grid import load_grid_cards  # start-up: beside the corruption cards
 
         boards = build_boards(load_cards(model_info))
         text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), shipped_sha256(), day,
-                                    load_corruption_cards(model_info), load_deploy_cards(model_info))
+                                    load_corruption_cards(model_info), load_deploy_cards(model_info),
+                                    load_grid_cards(model_info))
         readme_text = None
         paragraph = None if findings is None else _findings_paragraph(findings, readme)
         if readme is not None:

@@ -21,6 +21,7 @@ from arbibench.cards import (
     DeployCheckCard,
     Interval,
     TransferToDeployment,
+    check_card_files,
     read_card_json,
     stale_checkpoint,
 )
@@ -31,7 +32,7 @@ def load_deploy_cards(model_info: Path) -> list[DeployCheckCard]:
     """Every deploy-check card under ``model_info`` (``*/deploy/*.json``), sorted by name; a malformed one is an
     error naming the file and the field."""
     cards = []
-    for path in sorted(Path(model_info).glob("*/deploy/*.json")):
+    for path in check_card_files(model_info, DEPLOY_CHECK):
         try:
             data = read_card_json(path)
             if isinstance(data, dict) and data.get("kind") == DEPLOY_CHECK:

@@ -229,6 +229,120 @@ def _trained_pair_lines(findings: Sequence[Row], per_column: Sequence[Row], prev
             "and AutoAttack's on its own:", "", *lines]
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _points(d: Sequence[float]) -> str:
+    """A paired difference of ratios ``[value, low, high]`` in points: ``+2.0 [+0.7, +3.7]``."""
+    return f"{100 * d[0]:+.1f} [{100 * d[1]:+.1f}, {100 * d[2]:+.1f}]"
+
+
+def _excludes_zero(r: Row) -> bool:
+    return bool(r["difference"][1] > 0 or r["difference"][2] < 0)
+
+
+def _grid_group_cells(rows: Sequence[Row]) -> list[str]:
+    """One group's cells at one eps: the largest shift (model, points [95%]), how many intervals exclude zero, and
+    the lowest and highest share of float examples surviving rounding."""
+    if not rows:
+        return ["-", "-", "-"]
+    top = max(rows, key=lambda r: abs(r["difference"][0]))
+    shares = [r["survival"][0] for r in rows if r["survival"] is not None]
+    low, high = (min(shares), max(shares)) if shares else (None, None)
+    survive = "-" if low is None or high is None else (
+        f"{100 * low:.0f}%" if round(100 * low) == round(100 * high) else f"{100 * low:.0f}-{100 * high:.0f}%")
+    return [f"`{top['model']}` {_points(top['difference'])}", f"{sum(map(_excludes_zero, rows))} of {len(rows)}",
+            survive]
+
+
+def _grid_shift_sentence(rows: Sequence[Row]) -> str:
+    """Which differences exclude zero, named with their numbers, or that none does."""
+    moved = [r for r in rows if _excludes_zero(r)]
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    if not moved:
+        return (f"No model's ACC* on the grid differs from its float ACC* beyond the 95% interval at any eps "
+                f"({len(models)} models): on these images the 8-bit grid does not measurably change the robustness "
+                f"of the BNNs{' or of their FP twins' if any(r['twin'] is None for r in rows) else ''}.")
+    parts = []
+    for label, group in (("BNNs", [r for r in moved if r["twin"] is not None]),
+                         ("FP twins", [r for r in moved if r["twin"] is None])):
+        named = ", ".join(f"`{r['model']}` at {r['eps_text']} {_points(r['difference'])}" for r in group)
+        parts.append(f"{label}: {named or 'none'}")
+    return (f"The grid moves ACC* beyond the 95% interval in {len(moved)} of {len(rows)} model-eps pairs ("
+            + "; ".join(parts) + ", in points; positive: more robust on the grid); every other difference is within "
+            "its interval. Each interval is one model's own: the page does not test whether the grid moves a BNN more "
+            "than its twin.")
+
+
+def _grid_survival_sentence(rows: Sequence[Row], eps: Sequence[str]) -> str:
+    """Where the share of float examples surviving rounding separates every BNN from every FP twin (Wilson 95%
+    intervals apart), and in which direction; empty without both groups."""
+    if not any(r["twin"] is None for r in rows) or not any(r["twin"] is not None for r in rows):
+        return ""
+    apart: dict[str, list[str]] = {"fewer": [], "more": []}
+    for e in eps:
+        bnn = [r["survival"] for r in rows if r["eps_text"] == e and r["twin"] is not None and r["survival"]]
+        fp = [r["survival"] for r in rows if r["eps_text"] == e and r["twin"] is None and r["survival"]]
+        if not bnn or not fp:
+            continue
+        if max(b[2] for b in bnn) < min(f[1] for f in fp):
+            apart["fewer"].append(e)
+        elif min(b[1] for b in bnn) > max(f[2] for f in fp):
+            apart["more"].append(e)
+    if not apart["fewer"] and not apart["more"]:
+        return ("The share of float adversarial examples that survive rounding does not separate the BNNs from the FP "
+                "twins at any eps (their Wilson 95% intervals overlap).")
+    text = []
+    for way, undoes in (("fewer", "more"), ("more", "fewer")):
+        if apart[way]:
+            text.append(f"At {', '.join(apart[way])}, rounding to 8 bits undoes {undoes} of every BNN's float "
+                        f"adversarial examples than of any FP twin's (Wilson 95% intervals apart)")
+    return "; ".join(text) + "."
+
+
+def _grid_section(document: Mapping[str, Any]) -> list[str]:
+    """What the 8-bit grid changes for the compared BNNs and their FP twins, from their grid-check cards; nothing
+    where the report read none."""
+    rows, stale = document.get("grid"), document.get("grid_stale") or []
+    if rows is None:
+        return []
+    lines = ["", "## On 8-bit inputs", ""]
+    gone = "Left out, their grid-check cards measured weights the zoo has replaced since: " + ", ".join(
+        f"`{m}`" for m in stale) + "; rerun `arbibench protocol grid-check --model-info`."
+    if not rows:
+        return [*lines, gone]
+    eps = list(dict.fromkeys(r["eps_text"] for r in rows))
+    n_bnn = len({r["model"] for r in rows if r["twin"] is not None})
+    n_fp = len({r["model"] for r in rows if r["twin"] is None})
+    attacks = ", ".join(sorted({r["attack"] for r in rows}))
+    images = "/".join(str(n) for n in sorted({r["n_images"] for r in rows}))
+    lines += [
+        f"What the grid of 8-bit images (pixels k/255, as a camera, a PNG file or a deployed first layer gives them) "
+        f"changes, from the grid checks of {_plural(n_bnn, 'BNN')} and {_plural(n_fp, 'FP twin')} compared above "
+        "(`arbibench protocol "
+        f"grid-check`: {attacks} on the first {images} test images, not this protocol's images or attacks). Per eps "
+        "and group: the model whose ACC* on the grid lies furthest from its float ACC* (grid - float in points, "
+        "paired 95% bootstrap interval), how many of the group's intervals exclude zero, and the lowest and highest "
+        "share of float adversarial examples that still fool once rounded to 8 bits.",
+        "",
+        "| eps | BNNs: largest grid - float | excluding 0 | surviving rounding | FP twins: largest grid - float | "
+        "excluding 0 | surviving rounding |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for e in eps:
+        at = [r for r in rows if r["eps_text"] == e]
+        cells = [*_grid_group_cells([r for r in at if r["twin"] is not None]),
+                 *_grid_group_cells([r for r in at if r["twin"] is None])]
+        lines.append(f"| {e} | " + " | ".join(cells) + " |")
+    lines += ["", _grid_shift_sentence(rows)]
+    if survival := _grid_survival_sentence(rows, eps):
+        lines += ["", survival]
+    if stale:
+        lines += ["", gone]
+    return lines
+
+
 def _models_section(models: Sequence[Row]) -> list[str]:
     """One row per model: checkpoint, clean accuracy, RS per family and overall, worst case, eps*, flags."""
     lines = [
@@ -258,7 +372,8 @@ def findings_markdown(
 ) -> str:
     """The page of ``document`` (:func:`arbibench.protocol.report.findings_document`): what was evaluated, the
     models, each BNN against its twin (beside ``previous``'s verdict, and its claims ``earlier_claims``, when given),
-    the same each attack and eps on its own, and the models left out with why."""
+    what the 8-bit grid changes for them (where the document read grid-check cards), the same each attack and eps on
+    its own, and the models left out with why."""
     findings, per_column, left_out = document["findings"], document["per_column"], document["left_out"]
     lines = [
         f"# Findings: BNNs against their FP twins, protocol {document['protocol']}, {document['date']}",
@@ -290,6 +405,7 @@ def findings_markdown(
             lines += ["", strongest]
     lines += _claims_section(document["claims"], earlier_claims, previous)
     lines += _trained_pair_lines(findings, per_column, previous, document["standard_twins"])
+    lines += _grid_section(document)
     if per_column:
         lines += [
             "", "## Each attack and each eps on its own", "",

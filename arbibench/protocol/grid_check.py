@@ -13,15 +13,14 @@ a measurement, not a given. Per model and eps, on the same images, attack and se
 
 Every example is verified against its threat model before it counts (float ones in float, rounded and grid ones on
 the grid, :meth:`ThreatModel.verify`). The float column is the one ``arbibench eval`` stores for the same attack,
-seed and batch size: each batch draws from the same generator.
+seed and batch size: each batch draws from the same generator. One model's check is its
+:class:`~arbibench.cards.GridCheckCard`, what ``protocol grid-check`` writes and the leaderboard reads.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -29,10 +28,11 @@ from torch import nn
 
 from arbibench.attacks import Attack, get_attack, get_threat_model, parse_eps
 from arbibench.attacks.threat import UINT8
+from arbibench.cards import GridCheckCard, GridCheckRow, Interval, Proportion
 from arbibench.clock import active_clock
 from arbibench.data.datasets import load_dataset
 from arbibench.evaluation.batch import batch_generator
-from arbibench.evaluation.bootstrap import Estimate, bootstrap_image_means, percentile_interval
+from arbibench.evaluation.bootstrap import bootstrap_image_means, percentile_interval
 from arbibench.evaluation.cards import checkpoint_sha256
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import wilson_interval
@@ -44,45 +44,9 @@ GRID_EPS = ("1/255", "2/255", "4/255", "8/255")
 GRID_ATTACK = "apgd_ce"
 
 
-@dataclass(frozen=True)
-class GridRow:
-    """One eps: ACC* in float and on the grid (ratios over all images), their paired difference, and survival."""
-
-    eps_text: str
-    eps: float
-    n_images: int
-    acc_float: Estimate
-    acc_grid: Estimate  # robust against the attack on the grid and against the rounded float examples
-    acc_grid_attack: Estimate  # robust against the attack on the grid alone
-    difference: Estimate  # acc_grid - acc_float, paired over images
-    float_fooled: int  # float adversarial examples (images the float attack fooled)
-    survived: int  # of those, still fooling once rounded to the grid
-    survival: Estimate | None  # survived / float_fooled; None when nothing was fooled in float
-    seconds: float
-
-
-@dataclass(frozen=True)
-class GridCheck:
-    """Every eps of the 8-bit check for one model."""
-
-    model_name: str
-    dataset: str
-    attack: dict[str, Any]  # the attack's config (as the store hashes it)
-    n_images: int
-    clean_acc: Estimate
-    seed: int
-    batch_size: int
-    machine: str
-    checkpoint_sha256: str | None
-    rows: tuple[GridRow, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _wilson(successes: int, n: int) -> Estimate:
+def _wilson(successes: int, n: int) -> Proportion:
     low, high = wilson_interval(successes, n)
-    return Estimate(successes / n, low, high)
+    return Proportion(value=successes / n, low=low, high=high)
 
 
 @torch.no_grad()
@@ -104,7 +68,8 @@ def _batch_outcomes(
     return _fools(model, x_float, y), _fools(model, rounded, y), _fools(model, x_grid, y)
 
 
-def _row(eps_text: str, clean: np.ndarray, fooled: dict[str, np.ndarray], seconds: float, seed: int) -> GridRow:
+def _row(eps_text: str, clean: np.ndarray, fooled: dict[str, np.ndarray], seconds: float, seed: int
+         ) -> GridCheckRow:
     """One eps' row from per-image outcomes over all images (``fooled`` False where the image was not attacked)."""
     n = len(clean)
     robust_float = clean & ~fooled["float"]
@@ -114,11 +79,12 @@ def _row(eps_text: str, clean: np.ndarray, fooled: dict[str, np.ndarray], second
     diffs = bootstrap_image_means(stats, lambda m: m[:, 1] - m[:, 0], seed=seed)
     float_fooled = int(fooled["float"].sum())
     survived = int((fooled["float"] & fooled["rounded"]).sum())
-    return GridRow(
+    difference = percentile_interval(diffs, float(stats[1].mean() - stats[0].mean()))
+    return GridCheckRow(
         eps_text=eps_text, eps=parse_eps(eps_text), n_images=n,
         acc_float=_wilson(int(robust_float.sum()), n), acc_grid=_wilson(int(robust_grid.sum()), n),
         acc_grid_attack=_wilson(int(robust_grid_attack.sum()), n),
-        difference=percentile_interval(diffs, float(stats[1].mean() - stats[0].mean())),
+        difference=Interval(value=difference.value, low=difference.low, high=difference.high),
         float_fooled=float_fooled, survived=survived,
         survival=_wilson(survived, float_fooled) if float_fooled else None, seconds=round(seconds, 1),
     )
@@ -134,8 +100,9 @@ def grid_check(
     seed: int = 0,
     batch_size: int = 200,
     device: str | torch.device | None = None,
-) -> tuple[Estimate, list[GridRow]]:
-    """Clean accuracy and one :class:`GridRow` per eps (texts such as "1/255") of ``model`` on 8-bit images ``x``."""
+) -> tuple[Proportion, list[GridCheckRow]]:
+    """Clean accuracy and one :class:`~arbibench.cards.GridCheckRow` per eps (texts such as "1/255") of ``model``
+    on 8-bit images ``x``."""
     dev = resolve_device(device)
     check_grid(x, get_threat_model("Linf", 1 / 255, UINT8))  # the clean images must be 8-bit themselves
     attack_obj = get_attack(attack) if isinstance(attack, str) else attack
@@ -172,8 +139,8 @@ def run_grid_check(
     device: str | torch.device | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     model_dir: str | os.PathLike[str] | None = None,
-) -> GridCheck:
-    """:func:`grid_check` of the zoo model ``model_name`` on the first ``n_examples`` test images."""
+) -> GridCheckCard:
+    """:func:`grid_check` of the zoo model ``model_name`` on the first ``n_examples`` test images, as its card."""
     dev = resolve_device(device)
     attack_obj = get_attack(attack) if isinstance(attack, str) else attack
     for eps_text in eps_values:  # every eps readable before the model is loaded
@@ -182,8 +149,8 @@ def run_grid_check(
     x, y, _ = load_dataset(dataset, n_examples, data_dir, None)
     clean, rows = grid_check(model, x, y, attack=attack_obj, eps_values=eps_values, seed=seed, batch_size=batch_size,
                              device=dev)
-    return GridCheck(
-        model_name=model_name, dataset=dataset, attack=attack_obj.config_dict(), n_images=len(y), clean_acc=clean,
+    return GridCheckCard(
+        name=model_name, dataset=dataset, attack=attack_obj.config_dict(), n_images=len(y), clean_acc=clean,
         seed=seed, batch_size=batch_size, machine=computed_on(dev),
         checkpoint_sha256=checkpoint_sha256(model_name, dataset, model_dir), rows=tuple(rows),
     )

@@ -5,17 +5,19 @@ The document is what ``protocol report --json`` writes: the fields of :class:`ar
 (``protocol``, ``findings``, ``per_column``: what an earlier report's ``--compare`` reads), then what the page
 reads: the date, the preset's setup, one row per model, the paper's claims checked on the verdicts, the twins that
 are standard-trained (the pairs the claims speak of), the models left out with why, and the page it was written to.
+Where the compared models have grid-check cards, ``grid`` holds each one's ACC* in float and on the 8-bit grid per eps
+(:func:`grid_findings`), so the page can say what the grid changes for the BNNs and for their twins.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from arbibench.cards import FindingsDocument
+from arbibench.cards import FindingsDocument, GridCheckCard, GridFinding, Interval, stale_checkpoint
 from arbibench.evaluation.findings import TwinComparison
 from arbibench.protocol.claims import (
     CLAIM_DATASETS,
@@ -65,6 +67,27 @@ def _model_row(r: ModelEvaluation) -> dict[str, Any]:
     }
 
 
+def grid_findings(cards: Iterable[GridCheckCard], pairs: Iterable[tuple[str, str]], dataset: str,
+                  pins: Mapping[str, str]) -> tuple[list[GridFinding], list[str]]:
+    """The grid-check rows of the compared models (``pairs``: (BNN, FP twin)) on ``dataset``, BNNs first, and the
+    names of those whose card measured weights the zoo has replaced (``pins``: name -> shipped sha256), left out."""
+    roles: dict[str, str | None] = dict(pairs)  # a BNN -> its twin, an FP twin -> None
+    roles.update({t: None for t in list(roles.values()) if t is not None and t not in roles})
+    chosen = [c for c in cards if c.dataset == dataset and c.name in roles]
+    stale = sorted(c.name for c in chosen if stale_checkpoint(c, pins) is not None)
+    rows = []
+    for card in sorted((c for c in chosen if c.name not in stale), key=lambda c: (roles[c.name] is None, c.name)):
+        for r in card.rows:
+            rows.append(GridFinding(
+                model=card.name, twin=roles[card.name], eps_text=r.eps_text, attack=card.attack_name,
+                n_images=r.n_images, acc_float=r.acc_float.value, acc_grid=r.acc_grid.value,
+                difference=r.difference, float_fooled=r.float_fooled, survived=r.survived,
+                survival=None if r.survival is None else Interval(value=r.survival.value, low=r.survival.low,
+                                                                  high=r.survival.high),
+            ))
+    return rows, stale
+
+
 def findings_document(
     results: Sequence[ModelEvaluation],
     findings: Sequence[TwinComparison],
@@ -74,12 +97,19 @@ def findings_document(
     left_out: Mapping[str, str] | None = None,
     page: Path | None = None,
     today: date | None = None,
+    grid_cards: Sequence[GridCheckCard] = (),
+    pins: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The report of ``results``: each BNN against its twin (``findings``, and ``per_column`` each attack and eps on
-    its own) with all the page needs; ``page`` is where its markdown goes, for README's link."""
+    its own) with all the page needs; ``page`` is where its markdown goes, for README's link. ``grid_cards``: the
+    grid checks to read for the compared models (``pins``: which checkpoints ship now); none, no ``grid``."""
     twins = {f.twin for f in (*findings, *per_column)}
+    pairs = [(f.model, f.twin) for f in findings]
+    grid, grid_stale = grid_findings(grid_cards, pairs, protocol.dataset, pins or {})
     document = FindingsDocument(protocol=protocol.label, findings=tuple(f.to_row() for f in findings),
-                                per_column=tuple(f.to_row() for f in per_column))
+                                per_column=tuple(f.to_row() for f in per_column),
+                                grid=tuple(grid) if grid or grid_stale else None,
+                                grid_stale=tuple(grid_stale) if grid or grid_stale else None)
     return {
         **document.to_dict(),
         "date": (today or date.today()).isoformat(),

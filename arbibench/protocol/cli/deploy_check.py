@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from arbibench.cards import ONES_PADDING
+from arbibench.cards import DEPLOY_CHECK, ONES_PADDING, check_card_path
 from arbibench.evaluation.cli import user_errors
 from arbibench.files import atomic_write_json
 from arbibench.protocol.cli import common
@@ -58,9 +58,8 @@ def protocol_deploy_check(
                                     clean_images=clean_images, backend=backend, log=console.log)
         except user_errors() as e:
             fail(e)
-        path = model_info / protocol.dataset / "deploy" / f"{model_name}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(card.to_dict(), path)
+        path = atomic_write_json(card.to_dict(), check_card_path(model_info, protocol.dataset, DEPLOY_CHECK,
+                                                                  model_name))
         shares = [t.share for t in card.transfer_to_deployed if t.share is not None]
         zero, padded = card.clean(), card.clean(ONES_PADDING)
         table.add_row(

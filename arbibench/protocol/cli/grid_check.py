@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
+from arbibench.cards import GRID_CHECK, check_card_path
 from arbibench.evaluation.cli import user_errors
 from arbibench.files import atomic_write_json
 from arbibench.terminal import console, fail
+
+if TYPE_CHECKING:
+    from arbibench.cards import GridCheckCard, Interval, Proportion
 
 
 def protocol_grid_check(
@@ -22,13 +26,18 @@ def protocol_grid_check(
     seed: int = typer.Option(0, help="Seed of the attack's random starts (the same for float and the grid)."),
     batch_size: int = typer.Option(200, min=1, help="Images per batch (as eval's, so the float column matches it)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write every number as JSON to this file."),
+    model_info: Path | None = typer.Option(
+        None, help="Also write each model's grid-check card to <model-info>/<dataset>/grid_check/<name>.json, which "
+        "`leaderboard markdown` and `protocol report` read."
+    ),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     model_dir: Path | None = typer.Option(None, help="Checkpoint folder of models you brought or imported."),
 ) -> None:
     """Does robustness measured on float inputs hold on 8-bit images? Per model and eps: ACC* in float and on the
     uint8 grid with the paired difference, and the share of float adversarial examples that survive rounding to 8
-    bits (arbibench.protocol.grid_check)."""
+    bits (arbibench.protocol.grid_check). With --model-info, one card per model for the leaderboard's "8-bit inputs"
+    section and the findings page."""
     from arbibench.attacks import attacks_from_spec, get_threat_model, parse_eps  # start-up: loads torch
     from arbibench.attacks.threat import UINT8  # start-up: as above
     from arbibench.protocol.grid_check import run_grid_check  # start-up: as above
@@ -56,18 +65,21 @@ def protocol_grid_check(
         except user_errors() as e:
             fail(e)
         console.print(_grid_table(check))
+        if model_info is not None:
+            path = check_card_path(model_info, check.dataset, GRID_CHECK, check.name)
+            console.print(f"wrote {atomic_write_json(check.to_dict(), path)}")
         checks.append(check.to_dict())
     if json_out is not None:
         console.print(f"wrote {atomic_write_json({'kind': 'grid_check', 'checks': checks}, json_out)}")
 
 
-def _grid_table(check: Any) -> Table:
+def _grid_table(check: GridCheckCard) -> Table:
     """One model's grid check as a table: percentages with their 95% intervals."""
-    def pct(e: Any) -> str:
+    def pct(e: Proportion | Interval) -> str:
         return f"{100 * e.value:.1f} [{100 * e.low:.1f}, {100 * e.high:.1f}]"
 
     table = Table("eps", "ACC* float", "ACC* uint8 grid", "grid - float (paired)", "float examples surviving",
-                  title=f"{check.model_name}: {check.attack['name']} on the first {check.n_images} {check.dataset} "
+                  title=f"{check.name}: {check.attack_name} on the first {check.n_images} {check.dataset} "
                   f"test images, clean {100 * check.clean_acc.value:.1f}%", title_justify="left")
     for r in check.rows:
         survival = "-" if r.survival is None else f"{r.survived}/{r.float_fooled} = {pct(r.survival)}"

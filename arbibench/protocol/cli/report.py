@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from arbibench.cards import FindingsDocument
+from arbibench.cards import FindingsDocument, shipped_sha256
 from arbibench.evaluation.cli import user_errors
 from arbibench.files import atomic_write, atomic_write_json
 from arbibench.leaderboard.findings import findings_markdown
+from arbibench.leaderboard.grid import load_grid_cards
 from arbibench.protocol.cli import common
 from arbibench.protocol.cli.common import DEMO_HELP
 from arbibench.terminal import console, fail
@@ -47,6 +48,11 @@ def protocol_report(
     compare: Path | None = typer.Option(
         None, help="The --json of an earlier report (e.g. the quick protocol's): the page sets each verdict beside it."
     ),
+    model_info: Path = typer.Option(
+        Path("model_info"), help="Grid-check cards (<model-info>/<dataset>/grid_check/, `protocol grid-check "
+        "--model-info`): the page and --json say what the 8-bit grid changes for the compared models; none there, no "
+        "such section."
+    ),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
 ) -> None:
@@ -71,6 +77,10 @@ def protocol_report(
     if stored_only and not store.is_file():
         fail(FileNotFoundError(f"no store at {store}: nothing is stored to report (pass the run's --store)"))
     previous = _read_findings_json(compare) if compare is not None else None
+    try:  # a malformed grid card is refused before any work
+        grid_cards = load_grid_cards(model_info) if json_out is not None or markdown is not None else []
+    except ValueError as e:
+        fail(e)
     left_out: dict[str, str] = {}
     try:
         with ResultStore(store, read_only=stored_only) as db:  # --stored-only computes nothing and writes nothing
@@ -98,14 +108,16 @@ def protocol_report(
         console.print(findings_table(per_column, per_column=True))
     if json_out is None and markdown is None:
         return
-    document = findings_document(results, findings, protocol, per_column=per_column, left_out=left_out, page=markdown)
+    document = findings_document(results, findings, protocol, per_column=per_column, left_out=left_out, page=markdown,
+                                 grid_cards=grid_cards, pins=shipped_sha256())
     if json_out is not None:
         _write_json(document, json_out)
     if markdown is not None:
         command = " ".join([
             "arbibench protocol report", name, *(["--quick"] if quick else []), *(["--demo"] if demo else []),
             "--models", models, "--store", str(store), *(["--stored-only"] if stored_only else []),
-            *([f"--compare {compare}"] if compare is not None else []), "--markdown", str(markdown),
+            *([f"--compare {compare}"] if compare is not None else []),
+            *([f"--model-info {model_info}"] if document.get("grid") is not None else []), "--markdown", str(markdown),
         ])
         earlier = None if previous is None else earlier_claims(previous, protocol.dataset)
         _write_page(document, markdown, command, previous, earlier, json_out)
