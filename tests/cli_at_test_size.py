@@ -39,6 +39,7 @@ def tiny_protocol(name: str, quick: bool = False, demo: bool = False) -> Protoco
         "eps_star_attacks": ("fgsm",),
         "eps_star_rounds": 2,
         "eps_star_draws": 10,
+        "eps_star_floor": 0.25 / 255,  # 6 halvings below 16/255, not 14: the descent itself is tested elsewhere
     }
     return replace(preset, **{k: v for k, v in sizes.items() if hasattr(preset, k)})
 

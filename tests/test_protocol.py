@@ -101,6 +101,7 @@ def tiny_protocol():
         n_sweep=40,
         batch_size=30,
         eps_star_draws=10,
+        eps_star_floor=0.25 / 255,  # 6 halvings below 16/255, not 14: the descent is tested in test_min_perturbation
     )
 
 

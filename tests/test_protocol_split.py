@@ -35,6 +35,7 @@ def small_protocol():
         eps_star_attacks=("fgsm",),
         eps_star_rounds=2,
         eps_star_draws=10,
+        eps_star_floor=0.25 / 255,  # 6 halvings below 16/255, not 14: the descent is tested in test_min_perturbation
     )
 
 

@@ -1,6 +1,6 @@
 """Cross-check against torchattacks (the reference implementation) on the shipped models and real CIFAR-10 images.
 
-ACC* is measured over the first 200 test images in both libraries alike: a sample counts as robust only if it is
+ACC* is measured over the first 100 test images in both libraries alike: a sample counts as robust only if it is
 classified correctly both clean and after the attack. torchattacks attacks every image it is handed (APGD skips the
 misclassified ones itself); arbibench, as its runner does, attacks only the correctly classified ones.
 
@@ -15,8 +15,9 @@ AutoAttack runs APGD, APGD-T and FAB with its default of 10 steps (AutoAttack's 
 follows, uses 100). On these non-robust models, ACC* at 8/255 is close to 0 for every multi-step attack, so the
 full-precision model is also checked at eps 1/255, where ACC* is about 20% and the comparison is informative; PGD
 runs there without random start in both libraries, since the two libraries' random starts alone move ACC* by up
-to 1.5 points on 200 images.
-APGD runs 20 steps (not 100) in both libraries to keep the file within ~2 minutes on 2 CPU cores.
+to 1.5 points on 200 images. Tolerances are counted in images: 2 (2 points) for PGD and APGD, 1 for AutoAttack.
+APGD runs 20 steps (not 100) and 100 images are used in both libraries to keep the file within ~2 minutes on 2 CPU
+cores.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from arbibench.attacks import Linf, get_attack
 from arbibench.data import load_cifar10
 from arbibench.models.zoo import load_model
 
-N_IMAGES = 200
+N_IMAGES = 100
+ONE_IMAGE = 100.0 / N_IMAGES  # percentage points
 EPS = 8 / 255
 APGD_STEPS = 20
 
@@ -119,9 +121,9 @@ def test_pgd10_acc_star_close_to_torchattacks(
     if _is_bnn(shipped):
         # On the BNN an iterate that fools the model is often followed by one that does not: torchattacks returns
         # the last iterate and counts such samples robust (2.5 points at seed 0), arbibench keeps the first hit.
-        assert acc_ours <= acc_theirs + 1.0, (acc_ours, acc_theirs)
+        assert acc_ours <= acc_theirs + 2 * ONE_IMAGE, (acc_ours, acc_theirs)
     else:
-        assert abs(acc_ours - acc_theirs) <= 1.0, (acc_ours, acc_theirs)
+        assert abs(acc_ours - acc_theirs) <= 2 * ONE_IMAGE, (acc_ours, acc_theirs)
 
 
 @pytest.mark.parametrize(
@@ -138,7 +140,7 @@ def test_apgd_ce_acc_star_close_to_torchattacks(
     theirs = apgd.APGD(shipped, norm="Linf", eps=eps, steps=APGD_STEPS, n_restarts=1, loss="ce", seed=0)(x, y)
     ours = arbibench_attack(shipped, x, y, "apgd_ce", eps=eps, steps=APGD_STEPS)
     acc_theirs, acc_ours = robust_accuracy(shipped, x, theirs, y), robust_accuracy(shipped, x, ours, y)
-    assert abs(acc_ours - acc_theirs) <= 1.0, (acc_ours, acc_theirs)
+    assert abs(acc_ours - acc_theirs) <= 2 * ONE_IMAGE, (acc_ours, acc_theirs)
 
 
 def test_autoattack_no_weaker_than_torchattacks(real_data: tuple[torch.Tensor, torch.Tensor]) -> None:
@@ -150,7 +152,7 @@ def test_autoattack_no_weaker_than_torchattacks(real_data: tuple[torch.Tensor, t
     assert ensemble.components_run[:2] == ["apgd_ce", "apgd_t"]
     ours = arbibench_attack(model, x, y, "autoattack")
     acc_theirs, acc_ours = robust_accuracy(model, x, theirs, y), robust_accuracy(model, x, ours, y)
-    assert acc_ours <= acc_theirs + 0.5, (acc_ours, acc_theirs, ensemble.components_run)
+    assert acc_ours <= acc_theirs + ONE_IMAGE, (acc_ours, acc_theirs, ensemble.components_run)
 
 
 def _is_bnn(model: nn.Module) -> bool:

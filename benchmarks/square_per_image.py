@@ -1,0 +1,193 @@
+"""Square alone, per image and per seed: arbibench's against the reference's, on the images that decide AutoAttack.
+
+On an adversarially trained BNN, AutoAttack's gradient components leave a few dozen images, and Square decides which
+of them count as robust; in ``benchmarks/autoattack_per_image.py`` every image the two libraries disagreed on was
+decided there. One seed per image says little about a random search, so this script runs Square alone, on identical
+images, with several seeds:
+
+- the images: those of a per-image piece (``--pieces``, files written by ``autoattack_per_image.py``) that were
+  correctly classified and that either library's APGD-CE, APGD-T and FAB-T left robust;
+- the variants: arbibench's Square as AutoAttack configures it, arbibench's with the reference's schedule of ``p``
+  (``rescale_schedule=False``), and the reference's (PyPI ``pyautoattack`` 0.2.0 ``SquareAttack`` with the standard
+  version's settings: ``p_init`` 0.8, 5000 queries, one restart, ``resc_schedule=False``);
+- the seeds: ``--seeds``; arbibench's generator is the one AutoAttack would give its Square for that seed draw.
+
+Every adversarial example is checked against the Linf ball and the [0, 1] box and re-scored on the model before it
+counts. One JSON file per (model, eps), rewritten atomically after every (variant, seed), so a run resumes where it
+stopped; ``--summary`` prints per variant the images fooled per seed and, per image, how often each Square broke it.
+
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/square_per_image.py --threads 2 --seeds 0,1,2,3,4 \\
+        --pieces docs/measurements/autoattack_per_image --out docs/measurements/square_per_image
+    .venv/bin/python benchmarks/square_per_image.py --summary --out docs/measurements/square_per_image
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arbibench.attacks import Linf, get_attack, parse_eps
+from arbibench.attacks.autoattack import component_generator
+from arbibench.data import load_cifar10
+from arbibench.files import atomic_write_json
+from arbibench.machine import describe
+from arbibench.models.zoo import load_model
+
+VARIANTS = ("arbibench", "arbibench_reference_schedule", "reference")
+GRADIENT_COMPONENTS = {"apgd_ce", "apgd_t", "fab_t", "apgd-ce", "apgd-t", "fab-t"}
+
+
+def _arguments() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pieces", type=Path, default=Path("docs/measurements/autoattack_per_image"),
+                    help="folder of autoattack_per_image.py's piece files (the images come from there)")
+    ap.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
+    ap.add_argument("--queries", type=int, default=5000, help="Square's budget (5000: AutoAttack's standard)")
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", type=Path, required=True, help="folder of the per-(model, eps) JSON files")
+    ap.add_argument("--summary", action="store_true", help="only print the tables from the files in --out")
+    return ap.parse_args()
+
+
+def survivors(piece: dict[str, Any]) -> list[int]:
+    """Positions (in the piece's image list) that were correct and that either library's gradient part left."""
+    ours = piece["arbibench"]["square_variants"]["configured"]["fooled_by"]
+    ref = piece["reference"]["fooled_by"]
+    return [i for i, ok in enumerate(piece["correct"])
+            if ok and (ours[i] not in GRADIENT_COMPONENTS or ref[i] not in GRADIENT_COMPONENTS)]
+
+
+def _fooled(model: torch.nn.Module, x_adv: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+            eps: float) -> list[bool]:
+    """Per image: misclassified, inside the Linf ball (float32 tolerance) and inside the [0, 1] box."""
+    inside = (x_adv - x).abs().flatten(1).amax(1) <= eps + 1e-6
+    boxed = (x_adv.flatten(1).amin(1) >= 0) & (x_adv.flatten(1).amax(1) <= 1)
+    with torch.no_grad():
+        wrong = model(x_adv).argmax(1) != y
+    return (wrong & inside & boxed).tolist()
+
+
+def _square(variant: str, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float, seed: int,
+            queries: int) -> torch.Tensor:
+    if variant == "reference":
+        from pyautoattack.square import SquareAttack
+
+        ref = SquareAttack(model, norm="Linf", n_queries=queries, eps=eps, p_init=0.8, n_restarts=1, seed=seed,
+                           verbose=False, resc_schedule=False, device="cpu")
+        adv: torch.Tensor = ref.perturb(x.contiguous(), y)
+        return adv
+    attack = get_attack("square", max_queries=queries, p_init=0.8,
+                        rescale_schedule=variant == "arbibench")
+    draw = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)))
+    result: torch.Tensor = attack(model, x, y, Linf(eps), component_generator(draw, "square"))
+    return result
+
+
+def _run_group(path: Path, model_name: str, eps_text: str, positions: list[int], indices: list[int],
+               args: argparse.Namespace) -> None:
+    eps = parse_eps(eps_text)
+    record: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
+        "model": model_name, "eps": eps_text, "indices": [indices[i] for i in positions], "queries": args.queries,
+        "runs": [],
+    }
+    if record["indices"] != [indices[i] for i in positions] or record["queries"] != args.queries:
+        raise SystemExit(f"{path} holds other images or another budget: move it away to start over")
+    done = {(r["variant"], r["seed"]) for r in record["runs"]}
+    todo = [(v, s) for s in (int(t) for t in args.seeds.split(",")) for v in VARIANTS if (v, s) not in done]
+    if not todo:
+        print(f"{path.name}: done, kept")
+        return
+    model = load_model(model_name).eval()
+    n = max(record["indices"]) + 1
+    x_all, y_all, _ = load_cifar10(n, data_dir=args.data_dir)
+    pick = torch.tensor(record["indices"])
+    x, y = x_all[pick], y_all[pick]
+    for variant, seed in todo:
+        t0 = time.perf_counter()
+        x_adv = _square(variant, model, x, y, eps, seed, args.queries)
+        seconds = time.perf_counter() - t0
+        fooled = _fooled(model, x_adv, x, y, eps)
+        record["runs"].append({"variant": variant, "seed": seed, "fooled": fooled, "seconds": round(seconds, 1),
+                               "cpu": describe(torch.get_num_threads())})
+        atomic_write_json(record, path)
+        print(f"{path.name}: {variant} seed {seed}: {sum(fooled)}/{len(fooled)} fooled, {seconds:.0f} s", flush=True)
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: the chance of a split at least this uneven if both sides were equally likely."""
+    n, k = wins + losses, min(wins, losses)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def _summary(out: Path) -> None:
+    files = sorted(out.glob("*.json"))
+    if not files:
+        raise SystemExit(f"no files in {out}: run without --summary first")
+    print("| model | eps | images | variant | seeds | fooled per seed | mean fooled | seconds per run |")
+    print("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |")
+    for f in files:
+        r = json.loads(f.read_text())
+        for v in VARIANTS:
+            runs = sorted((x for x in r["runs"] if x["variant"] == v), key=lambda x: x["seed"])
+            if not runs:
+                continue
+            counts = [sum(x["fooled"]) for x in runs]
+            secs = sum(x["seconds"] for x in runs) / len(runs)
+            print(f"| {r['model']} | {r['eps']} | {len(r['indices'])} | {v} | {len(runs)} | "
+                  f"{', '.join(map(str, counts))} | {sum(counts) / len(counts):.1f} | {secs:.0f} |")
+    print("\nPer image, seeds that broke it (arbibench as configured vs the reference; only seeds both ran):")
+    print("| model | eps | images arbibench broke more often | images the reference broke more often | "
+          "sign test p |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for f in files:
+        r = json.loads(f.read_text())
+        for ours_v in ("arbibench", "arbibench_reference_schedule"):
+            ours = {x["seed"]: x["fooled"] for x in r["runs"] if x["variant"] == ours_v}
+            ref = {x["seed"]: x["fooled"] for x in r["runs"] if x["variant"] == "reference"}
+            seeds = sorted(set(ours) & set(ref))
+            if not seeds:
+                continue
+            wins = losses = 0
+            for i in range(len(r["indices"])):
+                a = sum(ours[s][i] for s in seeds)
+                b = sum(ref[s][i] for s in seeds)
+                wins += a > b
+                losses += b > a
+            print(f"| {r['model']} | {r['eps']} ({ours_v}, {len(seeds)} seeds) | {wins} | {losses} | "
+                  f"{sign_test_p(wins, losses):.2f} |")
+
+
+def main() -> None:
+    args = _arguments()
+    if args.summary:
+        _summary(args.out)
+        return
+    try:
+        import pyautoattack  # noqa: F401
+    except ImportError:
+        raise SystemExit("pyautoattack is not installed: pip install --no-deps pyautoattack==0.2.0") from None
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    pieces = sorted(args.pieces.glob("*.json"))
+    if not pieces:
+        raise SystemExit(f"no piece files in {args.pieces}: run benchmarks/autoattack_per_image.py first")
+    for p in pieces:
+        piece = json.loads(p.read_text())
+        positions = survivors(piece)
+        name = f"{piece['model']}_eps{piece['eps'].replace('/', '-')}_from_seed{piece['seed']}.json"
+        _run_group(args.out / name, piece["model"], piece["eps"], positions, piece["indices"], args)
+    _summary(args.out)
+
+
+if __name__ == "__main__":
+    main()
