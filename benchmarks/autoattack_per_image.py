@@ -6,8 +6,9 @@ on the first ``--n`` CIFAR-10 test images:
 
 - arbibench: the ensemble's components in order (APGD-CE, APGD-T, FAB-T, Square), each on the images every earlier
   one left correctly classified, with the generators :class:`arbibench.attacks.autoattack.AutoAttack` gives them;
-  Square twice on the same survivors: with the schedule of ``p`` the ensemble configures and with the other one
-  (``rescale_schedule`` flipped), so a schedule's effect is measured on identical images;
+  with ``--both-schedules``, Square twice on the same survivors: with the schedule of ``p`` the ensemble configures
+  and with the other one (``rescale_schedule`` flipped), so a schedule's effect is measured on identical images
+  (``benchmarks/autoattack_component_seeds.py`` measures it over several seeds);
 - the reference (PyPI ``pyautoattack`` 0.2.0, the authors' code): the same loop over its own attack objects, as its
   ``run_standard_evaluation`` does it (one batch, seed ``--seed``).
 
@@ -49,6 +50,8 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument("--n", type=int, default=200, help="the first n CIFAR-10 test images")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--square-queries", type=int, default=5000, help="Square's budget in both (5000: standard)")
+    ap.add_argument("--both-schedules", action="store_true",
+                    help="also run arbibench's Square with the other schedule of p on the same survivors")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", type=Path, required=True, help="folder of the per-piece JSON files")
     ap.add_argument("--summary", action="store_true", help="only print the tables from the files in --out")
@@ -94,8 +97,9 @@ class _Tally:
 
 
 def _ours(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: torch.Tensor, eps: float, seed: int,
-          queries: int) -> dict[str, Any]:
-    """arbibench's ensemble, component by component; Square with both schedules of ``p`` on the same survivors."""
+          queries: int, both_schedules: bool) -> dict[str, Any]:
+    """arbibench's ensemble, component by component; Square also with the other schedule of ``p`` on the same
+    survivors when ``both_schedules``."""
     threat = Linf(eps)
     ensemble = get_attack("autoattack")
     draw = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)))
@@ -107,8 +111,10 @@ def _ours(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: tor
         tally.run(attack.name, run_it, x, y, eps, model)
     configured = next(a for a in ensemble.attacks if a.name == "square")
     variants = {}
-    for label, rescale in (("configured", configured.config.rescale_schedule),
-                           ("flipped", not configured.config.rescale_schedule)):
+    schedules = [("configured", configured.config.rescale_schedule)]
+    if both_schedules:
+        schedules.append(("flipped", not configured.config.rescale_schedule))
+    for label, rescale in schedules:
         square = get_attack("square", max_queries=queries, p_init=configured.config.p_init, rescale_schedule=rescale)
         branch = _Tally(tally.alive)
         branch.fooled_by = list(tally.fooled_by)
@@ -159,7 +165,7 @@ def _piece(model_name: str, eps_text: str, seed: int, args: argparse.Namespace, 
     with torch.no_grad():
         correct = model(x).argmax(1) == y
     t0 = time.perf_counter()
-    ours = _ours(model, x, y, correct, eps, seed, args.square_queries)
+    ours = _ours(model, x, y, correct, eps, seed, args.square_queries, args.both_schedules)
     ours_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     reference = _reference(model, x, y, correct, eps, seed, args.square_queries)
@@ -181,7 +187,8 @@ def _summary(out: Path) -> None:
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ours = r["arbibench"]["square_variants"]
-        conf, flip = ours["configured"], ours["flipped"]
+        conf, flip = ours["configured"], ours.get("flipped")
+        other = "-" if flip is None else f"{flip['robust']} (rescale={flip['rescale_schedule']})"
         ref = r["reference"]
         ours_robust = [c and f is None for c, f in zip(r["correct"], conf["fooled_by"], strict=True)]
         ref_robust = [c and f is None for c, f in zip(r["correct"], ref["fooled_by"], strict=True)]
@@ -189,7 +196,8 @@ def _summary(out: Path) -> None:
         only_ref = sum(b and not a for a, b in zip(ours_robust, ref_robust, strict=True))
         grad_s = sum(c["seconds"] for c in r["arbibench"]["components"])
         print(f"| {r['model']} | {r['eps']} | {r['seed']} | {sum(r['correct'])} | {conf['robust']} "
-              f"(rescale={conf['rescale_schedule']}) | {flip['robust']} (rescale={flip['rescale_schedule']}) | "
+              f"(rescale={conf['rescale_schedule']}) | "
+              f"{other} | "
               f"{ref['robust']} | {only_ours} | {only_ref} | {grad_s + conf['square']['seconds']:.0f} | "
               f"{ref['seconds']:.0f} |")
     print("\nPer component (images attacked / fooled):")

@@ -1,24 +1,29 @@
-"""Square alone, per image and per seed: arbibench's against the reference's, on the images that decide AutoAttack.
+"""One AutoAttack component alone, per image and per seed: arbibench's against the reference's, on identical images.
 
-On an adversarially trained BNN, AutoAttack's gradient components leave a few dozen images, and Square decides which
-of them count as robust; in ``benchmarks/autoattack_per_image.py`` every image the two libraries disagreed on was
-decided there. One seed per image says little about a random search, so this script runs Square alone, on identical
-images, with several seeds:
+In ``benchmarks/autoattack_per_image.py`` the two libraries' ensembles are compared with one seed each, so a few
+images apart may be chance: a random search (Square) or a random start (APGD) breaks an image on one draw and not on
+the next. This script runs one component alone, on the same images for both, with several seeds:
 
-- the images: those of a per-image piece (``--pieces``, files written by ``autoattack_per_image.py``) that were
-  correctly classified and that either library's APGD-CE, APGD-T and FAB-T left robust;
-- the variants: arbibench's Square as AutoAttack configures it, arbibench's with the reference's schedule of ``p``
-  (``rescale_schedule=False``), and the reference's (PyPI ``pyautoattack`` 0.2.0 ``SquareAttack`` with the standard
-  version's settings: ``p_init`` 0.8, 5000 queries, one restart, ``resc_schedule=False``);
-- the seeds: ``--seeds``; arbibench's generator is the one AutoAttack would give its Square for that seed draw.
+- ``--component square``: the images of a per-image piece (``--pieces``, files written by ``autoattack_per_image.py``)
+  that were correctly classified and that either library's APGD-CE, APGD-T and FAB-T left robust (the images Square
+  decides); variants: arbibench's Square as AutoAttack configures it, arbibench's with the reference's schedule of
+  ``p`` (``rescale_schedule=False``), and the reference's (PyPI ``pyautoattack`` 0.2.0 ``SquareAttack`` with the
+  standard version's settings: ``p_init`` 0.8, 5000 queries, one restart, ``resc_schedule=False``);
+- ``--component apgd-ce``: every correctly classified image of the piece; variants: arbibench's APGD-CE and the
+  reference's ``APGDAttack`` (100 steps, one restart, rho 0.75, CE loss: the standard version's first component);
+- the seeds: ``--seeds``; arbibench's generator is the one AutoAttack would give the component for that seed draw.
 
 Every adversarial example is checked against the Linf ball and the [0, 1] box and re-scored on the model before it
-counts. One JSON file per (model, eps), rewritten atomically after every (variant, seed), so a run resumes where it
-stopped; ``--summary`` prints per variant the images fooled per seed and, per image, how often each Square broke it.
+counts. One JSON file per (component, model, eps), rewritten atomically after every (variant, seed), so a run resumes
+where it stopped; ``--summary`` prints per variant the images fooled per seed and, per image, how often each one
+broke it.
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/square_per_image.py --threads 2 --seeds 0,1,2,3,4 \\
-        --pieces docs/measurements/autoattack_per_image --out docs/measurements/square_per_image
-    .venv/bin/python benchmarks/square_per_image.py --summary --out docs/measurements/square_per_image
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/autoattack_component_seeds.py --threads 2 --seeds 0,1,2,3,4 \\
+        --component square --out docs/measurements/autoattack_component_seeds
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/autoattack_component_seeds.py --threads 2 --seeds 0,1,2,3,4 \\
+        --component apgd-ce --out docs/measurements/autoattack_component_seeds
+    .venv/bin/python benchmarks/autoattack_component_seeds.py --summary \\
+        --out docs/measurements/autoattack_component_seeds
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from arbibench.files import atomic_write_json
 from arbibench.machine import describe
 from arbibench.models.zoo import load_model
 
-VARIANTS = ("arbibench", "arbibench_reference_schedule", "reference")
+VARIANTS = {"square": ("arbibench", "arbibench_reference_schedule", "reference"),
+            "apgd-ce": ("arbibench", "reference")}
 GRADIENT_COMPONENTS = {"apgd_ce", "apgd_t", "fab_t", "apgd-ce", "apgd-t", "fab-t"}
 
 
@@ -47,6 +53,7 @@ def _arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pieces", type=Path, default=Path("docs/measurements/autoattack_per_image"),
                     help="folder of autoattack_per_image.py's piece files (the images come from there)")
+    ap.add_argument("--component", choices=tuple(VARIANTS), default="square")
     ap.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
     ap.add_argument("--queries", type=int, default=5000, help="Square's budget (5000: AutoAttack's standard)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
@@ -74,6 +81,20 @@ def _fooled(model: torch.nn.Module, x_adv: torch.Tensor, x: torch.Tensor, y: tor
     return (wrong & inside & boxed).tolist()
 
 
+def _apgd_ce(variant: str, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float,
+             seed: int) -> torch.Tensor:
+    if variant == "reference":
+        from pyautoattack.autopgd_base import APGDAttack
+
+        ref = APGDAttack(model, n_iter=100, norm="Linf", n_restarts=1, eps=eps, seed=seed, loss="ce", eot_iter=1,
+                         rho=0.75, verbose=False, device="cpu")
+        adv: torch.Tensor = ref.perturb(x.contiguous(), y)
+        return adv
+    draw = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)))
+    result: torch.Tensor = get_attack("apgd_ce")(model, x, y, Linf(eps), component_generator(draw, "apgd_ce"))
+    return result
+
+
 def _square(variant: str, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float, seed: int,
             queries: int) -> torch.Tensor:
     if variant == "reference":
@@ -94,13 +115,14 @@ def _run_group(path: Path, model_name: str, eps_text: str, positions: list[int],
                args: argparse.Namespace) -> None:
     eps = parse_eps(eps_text)
     record: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
-        "model": model_name, "eps": eps_text, "indices": [indices[i] for i in positions], "queries": args.queries,
-        "runs": [],
+        "component": args.component, "model": model_name, "eps": eps_text,
+        "indices": [indices[i] for i in positions], "queries": args.queries, "runs": [],
     }
     if record["indices"] != [indices[i] for i in positions] or record["queries"] != args.queries:
         raise SystemExit(f"{path} holds other images or another budget: move it away to start over")
     done = {(r["variant"], r["seed"]) for r in record["runs"]}
-    todo = [(v, s) for s in (int(t) for t in args.seeds.split(",")) for v in VARIANTS if (v, s) not in done]
+    todo = [(v, s) for s in (int(t) for t in args.seeds.split(","))
+            for v in VARIANTS[args.component] if (v, s) not in done]
     if not todo:
         print(f"{path.name}: done, kept")
         return
@@ -111,7 +133,8 @@ def _run_group(path: Path, model_name: str, eps_text: str, positions: list[int],
     x, y = x_all[pick], y_all[pick]
     for variant, seed in todo:
         t0 = time.perf_counter()
-        x_adv = _square(variant, model, x, y, eps, seed, args.queries)
+        x_adv = (_square(variant, model, x, y, eps, seed, args.queries) if args.component == "square"
+                 else _apgd_ce(variant, model, x, y, eps, seed))
         seconds = time.perf_counter() - t0
         fooled = _fooled(model, x_adv, x, y, eps)
         record["runs"].append({"variant": variant, "seed": seed, "fooled": fooled, "seconds": round(seconds, 1),
@@ -133,25 +156,27 @@ def _summary(out: Path) -> None:
     files = sorted(out.glob("*.json"))
     if not files:
         raise SystemExit(f"no files in {out}: run without --summary first")
-    print("| model | eps | images | variant | seeds | fooled per seed | mean fooled | seconds per run |")
-    print("| --- | --- | ---: | --- | ---: | --- | ---: | ---: |")
+    print("| component | model | eps | images | variant | seeds | fooled per seed | mean fooled | seconds per run |")
+    print("| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |")
     for f in files:
         r = json.loads(f.read_text())
-        for v in VARIANTS:
+        component = r.get("component", "square")
+        for v in VARIANTS[component]:
             runs = sorted((x for x in r["runs"] if x["variant"] == v), key=lambda x: x["seed"])
             if not runs:
                 continue
             counts = [sum(x["fooled"]) for x in runs]
             secs = sum(x["seconds"] for x in runs) / len(runs)
-            print(f"| {r['model']} | {r['eps']} | {len(r['indices'])} | {v} | {len(runs)} | "
+            print(f"| {component} | {r['model']} | {r['eps']} | {len(r['indices'])} | {v} | {len(runs)} | "
                   f"{', '.join(map(str, counts))} | {sum(counts) / len(counts):.1f} | {secs:.0f} |")
-    print("\nPer image, seeds that broke it (arbibench as configured vs the reference; only seeds both ran):")
-    print("| model | eps | images arbibench broke more often | images the reference broke more often | "
-          "sign test p |")
-    print("| --- | --- | ---: | ---: | ---: |")
+    print("\nPer image, seeds that broke it (arbibench vs the reference; only seeds both ran):")
+    print("| component | model | eps (variant, seeds) | images arbibench broke more often | "
+          "images the reference broke more often | sign test p |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
     for f in files:
         r = json.loads(f.read_text())
-        for ours_v in ("arbibench", "arbibench_reference_schedule"):
+        component = r.get("component", "square")
+        for ours_v in [v for v in VARIANTS[component] if v != "reference"]:
             ours = {x["seed"]: x["fooled"] for x in r["runs"] if x["variant"] == ours_v}
             ref = {x["seed"]: x["fooled"] for x in r["runs"] if x["variant"] == "reference"}
             seeds = sorted(set(ours) & set(ref))
@@ -163,7 +188,7 @@ def _summary(out: Path) -> None:
                 b = sum(ref[s][i] for s in seeds)
                 wins += a > b
                 losses += b > a
-            print(f"| {r['model']} | {r['eps']} ({ours_v}, {len(seeds)} seeds) | {wins} | {losses} | "
+            print(f"| {component} | {r['model']} | {r['eps']} ({ours_v}, {len(seeds)} seeds) | {wins} | {losses} | "
                   f"{sign_test_p(wins, losses):.2f} |")
 
 
@@ -183,8 +208,10 @@ def main() -> None:
         raise SystemExit(f"no piece files in {args.pieces}: run benchmarks/autoattack_per_image.py first")
     for p in pieces:
         piece = json.loads(p.read_text())
-        positions = survivors(piece)
-        name = f"{piece['model']}_eps{piece['eps'].replace('/', '-')}_from_seed{piece['seed']}.json"
+        positions = (survivors(piece) if args.component == "square"
+                     else [i for i, ok in enumerate(piece["correct"]) if ok])
+        prefix = "" if args.component == "square" else f"{args.component}_"
+        name = f"{prefix}{piece['model']}_eps{piece['eps'].replace('/', '-')}_from_seed{piece['seed']}.json"
         _run_group(args.out / name, piece["model"], piece["eps"], positions, piece["indices"], args)
     _summary(args.out)
 
