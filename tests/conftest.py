@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,3 +118,14 @@ class Counting(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.images += 1 if x.shape[0] == 2 and x.stride(0) == 0 else x.shape[0]
         return self.inner(x)
+
+
+def with_value(data: dict, where: list, value: object) -> dict:
+    """A deep copy of a decoded card with the field at path ``where`` (keys and list indices) set to ``value``: the
+    corrupted copies the card-parsing tests feed in."""
+    bad = copy.deepcopy(data)
+    target = bad
+    for step in where[:-1]:
+        target = target[step]
+    target[where[-1]] = value
+    return bad

@@ -8,13 +8,13 @@ cards (``model_info/<dataset>/deploy/``, ``model_info/<dataset>/grid_check/``), 
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import with_value
 
 from arbibench.cards import (
     CHECK_FOLDERS,
@@ -103,11 +103,7 @@ def test_a_corrupted_copy_is_refused_naming_the_field(path: Path) -> None:
     data = read_card_json(path)
     kind = _kind(path, data)
     where, name = _first_row_field(kind, data)
-    bad = copy.deepcopy(data)
-    target = bad
-    for step in where[:-1]:
-        target = target[step]
-    target[where[-1]] = "not a number"
+    bad = with_value(data, where, "not a number")
     with pytest.raises(CardError) as raised:
         kind.parse(path, bad)
     assert raised.value.field == name and str(raised.value).startswith(f"{path}: field '{name}': expected")
@@ -140,11 +136,7 @@ def test_errors_name_the_file_the_field_path_and_the_fix(tmp_path: Path) -> None
         (["schema_version"], 99, "schema_version", "upgrade arbibench"),
     ]
     for where, value, name, problem in cases:
-        bad = copy.deepcopy(data)
-        target = bad
-        for step in where[:-1]:
-            target = target[step]
-        target[where[-1]] = value
+        bad = with_value(data, where, value)
         with pytest.raises(CardError) as raised:
             DeployCheckCard.parse(path, bad)
         assert str(raised.value) == f"{path}: field '{name}': {problem}" or (

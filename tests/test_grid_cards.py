@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import with_value
 from typer.testing import CliRunner
 
 from arbibench.cards import (
@@ -113,11 +114,7 @@ def test_a_corrupted_card_is_refused_naming_the_field(checked: tuple[Path, Path,
         (["schema_version"], 99, "schema_version", "upgrade arbibench"),
     ]
     for where, value, name, problem in cases:
-        bad = copy.deepcopy(data)
-        target = bad
-        for step in where[:-1]:
-            target = target[step]
-        target[where[-1]] = value
+        bad = with_value(data, where, value)
         with pytest.raises(CardError) as raised:
             GridCheckCard.parse(path, bad)
         assert raised.value.field == name and problem in str(raised.value), raised.value
