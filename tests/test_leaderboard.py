@@ -634,3 +634,38 @@ def test_a_median_at_the_floor_is_censored_only_where_images_were() -> None:
     assert EpsStar(eps_floor=1 / 255, censored=12.5, search="descent").is_censored(1 / 255)
     assert EpsStar(eps_floor=1 / 255, search="descent").is_censored(1 / 255)  # a card without the share: as before
     assert not EpsStar(eps_floor=1 / 255, censored=12.5, search="descent").is_censored(2 / 255)
+
+
+def test_the_board_says_whether_median_eps_star_tells_the_bnns_of_one_twin_apart(tmp_path: Path) -> None:
+    # the shipped cards, three standard BNNs given a descent search's correct-image interval (in 1/255)
+    import shutil
+
+    shipped = Path(__file__).resolve().parents[1] / "model_info" / "cifar10" / "Linf"
+    folder = tmp_path / "model_info" / "cifar10" / "Linf"
+    folder.mkdir(parents=True)
+    for path in [*shipped.glob("*.json"), *shipped.glob("*_examples.npz")]:
+        shutil.copy(path, folder)
+
+    def board(intervals: dict[str, tuple[float, float]]) -> str:
+        for name, (low, high) in intervals.items():
+            card = json.loads((folder / f"{name}.json").read_text())
+            card["eps_star"].update(search="descent", eps_floor=1e-3 / 255, n_correct=400, censored=0.0,
+                                    median_correct=(low + high) / 2 / 255,
+                                    median_correct_ci95=[low / 255, high / 255])
+            (folder / f"{name}.json").write_text(json.dumps(card))
+        result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(tmp_path / "model_info"),
+                                                      "--no-per-attack"])
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    text = board({"resnet20_bnn": (0.01, 0.03), "resnet20_xnor": (0.02, 0.05), "resnet20_dorefa": (0.04, 0.09)})
+    assert ("Median eps\\* tells apart 1 of the 3 pairs of the 3 BNNs that share the FP twin `resnet20_fp` "
+            "(95% intervals disjoint: `resnet20_bnn` < `resnet20_dorefa`); the other pairs' intervals overlap.") in text
+    build_site(tmp_path / "model_info", tmp_path / "site", "png")  # the site's board says the same
+    page = " ".join((tmp_path / "site" / "index.html").read_text().split())
+    assert ("Median eps* tells apart 1 of the 3 pairs of the 3 BNNs that share the FP twin <code>resnet20_fp</code> "
+            "(95% intervals disjoint: <code>resnet20_bnn</code> &lt; <code>resnet20_dorefa</code>)") in page
+    text = board({"resnet20_dorefa": (0.02, 0.04)})  # now every pair overlaps
+    assert ("Median eps\\* does not tell apart the 3 BNNs that share the FP twin `resnet20_fp`: their 95% intervals "
+            "all overlap.") in text
+    assert "resnet20_fp_at" not in text.split("Median eps\\*")[1]  # the AT BNNs' cards hold no interval: not named

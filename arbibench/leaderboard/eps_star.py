@@ -12,6 +12,7 @@ attacked one. Where no verifier ran, the lower end reads "not verified": an atta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from arbibench.leaderboard.cards import ModelCard
@@ -77,3 +78,38 @@ def eps_star_text(summary: dict[str, Any] | None) -> str:
         return f"{one(summary['median_eps_star'])} [{one(lo)}, {one(hi)}] (all images)"
     lo, hi = summary["median_eps_star_correct_ci95"]
     return f"{one(summary['median_eps_star_correct'])} [{one(lo)}, {one(hi)}]"
+
+
+def eps_star_separation_text(cards: Sequence[ModelCard]) -> str:
+    """Whether the median eps* column tells apart the BNNs that share an FP twin (the BNNs of one training recipe):
+    per twin, the pairs whose 95% intervals of the correct-image median are disjoint, or that every interval
+    overlaps. Empty where no twin has two BNNs with such an interval (older cards hold none).
+
+    Why: eps* of sign networks often sits at the search's floor, where a column of equal bounds would read as a
+    ranking; a reader is told outright when it is not one. A censored end is the floor, so two censored medians
+    overlap and a censored one lies below any interval that starts above the floor."""
+    groups: dict[str, list[tuple[str, float, float]]] = {}
+    for card in cards:
+        value, ci95, correct_only = card.eps_star_median
+        if card.bits_activations != 1 or not card.fp_twin or not correct_only or ci95 is None:
+            continue
+        low, high = ci95
+        groups.setdefault(card.fp_twin, []).append(
+            (card.name, 0.0 if low is None else low, float("inf") if high is None else high))
+    sentences = []
+    for twin, rows in sorted(groups.items()):
+        if len(rows) < 2:
+            continue
+        rows.sort(key=lambda r: (r[1], r[2], r[0]))
+        pairs = [(a, b) for i, a in enumerate(rows) for b in rows[i + 1:] if a[2] < b[1] or b[2] < a[1]]
+        n_pairs = len(rows) * (len(rows) - 1) // 2
+        who = f"the {len(rows)} BNNs that share the FP twin `{twin}`"
+        if not pairs:
+            sentences.append(f"Median eps\\* does not tell apart {who}: their 95% intervals all overlap.")
+            continue
+        named = ", ".join(f"`{lo[0]}` < `{hi[0]}`" for lo, hi in
+                          (sorted(p, key=lambda r: r[2]) for p in pairs))
+        sentences.append(f"Median eps\\* tells apart {len(pairs)} of the {n_pairs} pairs of {who} (95% intervals "
+                         f"disjoint: {named}); the other pairs' intervals overlap." if len(pairs) < n_pairs else
+                         f"Median eps\\* tells apart every pair of {who} (95% intervals disjoint: {named}).")
+    return " ".join(sentences)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from arbibench.cards import CheckpointCard, CorruptionCard, DeployCheckCard, GridCheckCard
 from arbibench.leaderboard.cards import ModelCard, order_families
 from arbibench.leaderboard.deploy import deploy_markdown
-from arbibench.leaderboard.eps_star import eps_star_bracket_text, eps_star_median_text
+from arbibench.leaderboard.eps_star import eps_star_bracket_text, eps_star_median_text, eps_star_separation_text
 from arbibench.leaderboard.grid import GRID_TITLE, grid_markdown
 from arbibench.leaderboard.ranking import Board, protocol_size
 
@@ -100,6 +100,8 @@ def board_markdown(board: Board, *, per_attack: bool = True, pins: Mapping[str, 
                      "wider intervals and weaker black-box attacks) ranked among full-protocol cards; compare within "
                      "a size.")
     parts.append(summary_markdown(board))
+    if separation := eps_star_separation_text([r.card for r in board.rows]):
+        parts.append(separation)
     replaced = replaced_checkpoints(board, pins or {})
     if replaced:
         parts.append(f"Measured on checkpoints the zoo has since replaced (rerun the protocol): {', '.join(replaced)}.")

@@ -11,12 +11,13 @@ import base64
 import functools
 import hashlib
 import html
+import re
 from importlib import resources
 from urllib.parse import urlsplit
 
 from arbibench.cards import shipped_sha256, stale_checkpoint
 from arbibench.leaderboard.cards import ModelCard
-from arbibench.leaderboard.eps_star import eps_star_bracket_text, eps_star_median_text
+from arbibench.leaderboard.eps_star import eps_star_bracket_text, eps_star_median_text, eps_star_separation_text
 from arbibench.leaderboard.examples import ExampleSet
 from arbibench.leaderboard.figures import FigureFile
 from arbibench.leaderboard.ranking import Board, Ranked, protocol_size, slug
@@ -235,6 +236,12 @@ def _board_section(board: Board, figures: list[FigureFile]) -> str:
     size_options = "".join(f"<option value=\"{s}\">{s} protocol</option>" for s in board.sizes)
     figs = "".join(_figure(f) for f in figures if f.board == board.key and f.model is None)
     eps_html = f" \u00b7 \u03b5 = {eps}" if eps else ""
+    separation = eps_star_separation_text([r.card for r in board.rows])
+    # the markdown sentence as HTML: `name` as code, the escaped eps\* as eps*
+    separation_html = ""
+    if separation:
+        sentence = re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(separation)).replace("\\*", "*")
+        separation_html = f'<p class="lede">{sentence}</p>'
     return f"""<section class="panel" id="{esc(board.key)}">
 <h2>{esc(board.title)}{eps_html}</h2>
 <p class="lede">{len(board.rows)} model{'s' * (len(board.rows) != 1)}, ranked by RS over {len(board.attacks)} attacks: \
@@ -250,7 +257,7 @@ aria-label="Search the {esc(board.title)} leaderboard" data-table="{table_id}">\
 {rows}
 <tr class="empty" hidden><td colspan="{n_cols}">No model matches the search.</td></tr>
 </tbody></table></div>
-<div class="figs">{figs}</div>
+{separation_html}<div class="figs">{figs}</div>
 </section>"""
 
 
