@@ -532,3 +532,45 @@ def test_the_leaderboard_names_the_verdicts_and_claims_as_the_protocol_does():
 
     assert page.VERDICTS == (MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE) == tuple(verdict_counts([]))
     assert (page.WHITE_BOX, page.BLACK_BOX, page.ALL, page.UNTESTED) == (WHITE_BOX, BLACK_BOX, ALL, UNTESTED)
+
+
+def test_the_page_says_whether_median_eps_star_tells_the_bnns_of_one_twin_apart(twin_run, tiny_protocol, tmp_path,
+                                                                                 monkeypatch):
+    """The findings document of a real run, a second BNN added beside resnet20_bnn (a copy of its rows under another
+    name) and both given a correct-image eps* interval: the page says whether the two are told apart."""
+    import copy
+    import json
+
+    from typer.testing import CliRunner
+
+    import arbibench.cli as cli
+    from arbibench.leaderboard.findings import findings_markdown
+    from arbibench.protocol.cli import common
+
+    _, db = twin_run
+    monkeypatch.setattr(common, "protocol_preset", lambda name, quick, demo=False: tiny_protocol)
+    out = tmp_path / "findings.json"
+    res = CliRunner().invoke(cli.app, ["protocol", "report", "cifar10", "--quick", "--models",
+                                       "resnet20_fp,resnet20_bnn", "--store", str(db), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    document = json.loads(out.read_text())
+    assert "Median eps" not in findings_markdown(document, command="report")  # no eps* in this run: no sentence
+
+    def page(bnn: tuple[float, float], other: tuple[float, float]) -> str:
+        doc = copy.deepcopy(document)
+        bnn_row = next(r for r in doc["models"] if r["model"] == "resnet20_bnn")
+        twin_row = copy.deepcopy(bnn_row)
+        twin_row["model"] = "resnet20_xnor"
+        doc["models"].append(twin_row)
+        doc["findings"] += [{**f, "model": "resnet20_xnor"} for f in doc["findings"] if f["model"] == "resnet20_bnn"]
+        for row, (low, high) in ((bnn_row, bnn), (twin_row, other)):
+            mid, ci = (low + high) / 2 / 255, [low / 255, high / 255]  # a descent search's summary, in input units
+            row["eps_star"] = {"norm": "Linf", "median_eps_star": mid, "median_eps_star_ci95": ci,
+                               "median_eps_star_correct": mid, "median_eps_star_correct_ci95": ci,
+                               "eps_floor": 1e-3 / 255, "censored": 0.0}
+        return " ".join(findings_markdown(doc, command="report").split())
+
+    assert ("Median eps\\* tells apart every pair of the 2 BNNs that share the FP twin `resnet20_fp` (95% intervals "
+            "disjoint: `resnet20_bnn` < `resnet20_xnor`).") in page((0.01, 0.02), (0.05, 0.09))
+    assert ("Median eps\\* does not tell apart the 2 BNNs that share the FP twin `resnet20_fp`: their 95% intervals "
+            "all overlap.") in page((0.01, 0.06), (0.05, 0.09))

@@ -12,7 +12,8 @@ attacked one. Where no verifier ran, the lower end reads "not verified": an atta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from arbibench.leaderboard.cards import ModelCard
@@ -81,34 +82,39 @@ def eps_star_text(summary: dict[str, Any] | None) -> str:
 
 
 def eps_star_separation_text(cards: Sequence[ModelCard]) -> str:
-    """Whether the median eps* column tells apart the BNNs that share an FP twin (the BNNs of one training recipe):
-    per twin, the pairs whose 95% intervals of the correct-image median are disjoint, or that every interval
-    overlaps. Empty where no twin has two BNNs with such an interval (older cards hold none).
+    """:func:`eps_star_separation` of the BNN cards (binary activations) that name an FP twin and hold the descent
+    search's correct-image interval (older cards hold none)."""
+    rows = []
+    for card in cards:
+        _, ci95, correct_only = card.eps_star_median
+        if card.bits_activations == 1 and card.fp_twin and correct_only and ci95 is not None:
+            rows.append((card.name, card.fp_twin, ci95[0], ci95[1]))
+    return eps_star_separation(rows)
+
+
+def eps_star_separation(rows: Iterable[tuple[str, str, float | None, float | None]]) -> str:
+    """Whether the median eps* tells apart the BNNs that share an FP twin (the BNNs of one training recipe), from
+    ``(bnn, twin, low, high)`` rows of the correct-image median's 95% interval: per twin, the pairs whose intervals
+    are disjoint, or that every interval overlaps. Empty where no twin has two BNNs.
 
     Why: eps* of sign networks often sits at the search's floor, where a column of equal bounds would read as a
     ranking; a reader is told outright when it is not one. A censored end is the floor, so two censored medians
     overlap and a censored one lies below any interval that starts above the floor."""
     groups: dict[str, list[tuple[str, float, float]]] = {}
-    for card in cards:
-        value, ci95, correct_only = card.eps_star_median
-        if card.bits_activations != 1 or not card.fp_twin or not correct_only or ci95 is None:
-            continue
-        low, high = ci95
-        groups.setdefault(card.fp_twin, []).append(
-            (card.name, 0.0 if low is None else low, float("inf") if high is None else high))
+    for name, twin, low, high in rows:
+        groups.setdefault(twin, []).append((name, 0.0 if low is None else low, math.inf if high is None else high))
     sentences = []
-    for twin, rows in sorted(groups.items()):
-        if len(rows) < 2:
+    for twin, members in sorted(groups.items()):
+        if len(members) < 2:
             continue
-        rows.sort(key=lambda r: (r[1], r[2], r[0]))
-        pairs = [(a, b) for i, a in enumerate(rows) for b in rows[i + 1:] if a[2] < b[1] or b[2] < a[1]]
-        n_pairs = len(rows) * (len(rows) - 1) // 2
-        who = f"the {len(rows)} BNNs that share the FP twin `{twin}`"
+        members.sort(key=lambda r: (r[1], r[2], r[0]))
+        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1:] if a[2] < b[1] or b[2] < a[1]]
+        n_pairs = len(members) * (len(members) - 1) // 2
+        who = f"the {len(members)} BNNs that share the FP twin `{twin}`"
         if not pairs:
             sentences.append(f"Median eps\\* does not tell apart {who}: their 95% intervals all overlap.")
             continue
-        named = ", ".join(f"`{lo[0]}` < `{hi[0]}`" for lo, hi in
-                          (sorted(p, key=lambda r: r[2]) for p in pairs))
+        named = ", ".join(f"`{lo[0]}` < `{hi[0]}`" for lo, hi in (sorted(p, key=lambda r: r[2]) for p in pairs))
         sentences.append(f"Median eps\\* tells apart {len(pairs)} of the {n_pairs} pairs of {who} (95% intervals "
                          f"disjoint: {named}); the other pairs' intervals overlap." if len(pairs) < n_pairs else
                          f"Median eps\\* tells apart every pair of {who} (95% intervals disjoint: {named}).")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from arbibench.cards import FAMILY_ORDER
-from arbibench.leaderboard.eps_star import eps_star_text
+from arbibench.leaderboard.eps_star import eps_star_separation, eps_star_text
 
 # the verdict names of the findings document, in the order they are counted (arbibench.evaluation.findings)
 MORE_ROBUST, LESS_ROBUST, NOT_DISTINGUISHABLE = "more robust", "less robust", "not distinguishable"
@@ -363,6 +363,14 @@ def _models_section(models: Sequence[Row]) -> list[str]:
     return lines
 
 
+def _eps_star_separation(models: Sequence[Row], findings: Sequence[Row]) -> str:
+    """Whether the models table's median eps* tells apart the BNNs compared with one twin (disjoint 95% intervals
+    of the correct-image median), as the leaderboard says it under each ranking."""
+    intervals = {r["model"]: (r["eps_star"] or {}).get("median_eps_star_correct_ci95") for r in models}
+    pairs = dict.fromkeys((f["model"], f["twin"]) for f in findings)
+    return eps_star_separation((bnn, twin, *ci) for bnn, twin in pairs if (ci := intervals.get(bnn)) is not None)
+
+
 def findings_markdown(
     document: Mapping[str, Any],
     *,
@@ -387,6 +395,8 @@ def findings_markdown(
         "",
         *_models_section(document["models"]),
     ]
+    if separation := _eps_star_separation(document["models"], findings):
+        lines += ["", separation]
     lines += ["", "## Each BNN against its FP twin", ""]
     if not findings:
         lines.append("No BNN's protocol is complete together with its FP twin's yet.")
