@@ -34,13 +34,14 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Tests run one torch thread each (tests/conftest.py), so two pytest-xdist workers keep both cores of the 2-core CI
-# machine busy; --dist loadfile keeps each file's module fixtures (trained models, protocol runs) in one worker.
+# machine busy; --dist loadfile keeps each file's module fixtures (trained models, protocol runs) in one worker, and
+# --no-loadscope-reorder hands out files in collection order, where tests/conftest.py puts the longest first.
 TEST_WORKERS ?= 2
 # The machine's queue of long jobs (make queue) is paused while the tests run, so neither measures the other; with no
 # queue running, pause and resume only record and drop the holder.
 test: lint
 	$(PY) -m lab queue pause --holder make-test >/dev/null; \
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile; status=$$?; \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; status=$$?; \
 	$(PY) -m lab queue resume --holder make-test >/dev/null; exit $$status
 
 # The main job, first look: a BNN against its FP twin under three white-box and two black-box attacks on real

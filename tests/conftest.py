@@ -17,6 +17,22 @@ from arbibench.models.resnet import resnet20
 
 REPO_RELATIVE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+# The files with the most test seconds (pytest --durations on the 2-core machine, 2026-12-06), longest first. `make
+# test` hands whole files to two workers in collection order (--dist loadfile --no-loadscope-reorder), so these start
+# first and the short files fill in around them, instead of a long file starting last and running alone at the end.
+LONGEST_FIRST = (
+    "test_ray_executor.py", "test_train.py", "test_faults.py", "test_torchattacks_crosscheck.py", "test_lab_queue.py",
+    "test_train_device.py", "test_square.py", "test_whitebox_effect.py", "test_findings.py", "test_process_executor.py",
+    "test_leaderboard.py", "test_kd_recipe.py", "test_pooled.py", "test_hsja.py", "test_import_equivalence.py",
+    "test_min_perturbation.py", "test_protocol.py", "test_protocol_split.py", "test_zoo.py", "test_deploy_check.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of LONGEST_FIRST first, in its order; every other file after them, in collection order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: tests keep their order in a file
+
 # The CLI console fixes its width once, when arbibench.terminal is first imported (the collection of the test files
 # below): from COLUMNS if set, else 200 columns, as for any output that is not a terminal. pytest-xdist workers start
 # with COLUMNS=80, which would squeeze every table into 80 columns.
