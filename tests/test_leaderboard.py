@@ -669,3 +669,12 @@ def test_the_board_says_whether_median_eps_star_tells_the_bnns_of_one_twin_apart
     assert ("Median eps\\* does not tell apart the 3 BNNs that share the FP twin `resnet20_fp`: their 95% intervals "
             "all overlap.") in text
     assert "resnet20_fp_at" not in text.split("Median eps\\*")[1]  # the AT BNNs' cards hold no interval: not named
+
+
+def test_an_interval_not_fooled_up_to_eps_max_lies_above_every_finite_one() -> None:
+    from arbibench.leaderboard.eps_star import eps_star_separation
+
+    text = eps_star_separation([("a", "fp", 0.01, 0.02), ("b", "fp", None, None), ("c", "fp", 0.015, None)])
+    # a < b; c reaches up to "inf", so it overlaps both a and b
+    assert "tells apart 1 of the 3 pairs" in text and "disjoint: `a` < `b`)" in text
+    assert eps_star_separation([("a", "fp", 0.01, 0.02)]) == ""  # one BNN of a twin: nothing to tell apart

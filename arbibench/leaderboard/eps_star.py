@@ -99,10 +99,12 @@ def eps_star_separation(rows: Iterable[tuple[str, str, float | None, float | Non
 
     Why: eps* of sign networks often sits at the search's floor, where a column of equal bounds would read as a
     ranking; a reader is told outright when it is not one. A censored end is the floor, so two censored medians
-    overlap and a censored one lies below any interval that starts above the floor."""
+    overlap and a censored one lies below any interval that starts above the floor; an end of ``None`` (not fooled
+    up to eps_max) lies above every finite one."""
     groups: dict[str, list[tuple[str, float, float]]] = {}
     for name, twin, low, high in rows:
-        groups.setdefault(twin, []).append((name, 0.0 if low is None else low, math.inf if high is None else high))
+        # None: not fooled up to eps_max (the tables' "inf"), at either end
+        groups.setdefault(twin, []).append((name, math.inf if low is None else low, math.inf if high is None else high))
     sentences = []
     for twin, members in sorted(groups.items()):
         if len(members) < 2:
