@@ -683,13 +683,15 @@ class TrainingThreat:
 
 @dataclass(frozen=True, kw_only=True)
 class PreviousVersion:
-    """A checkpoint a re-export replaced: its sha256, clean accuracy (ratio) and recipe."""
+    """A checkpoint a re-export replaced: its sha256, clean accuracy (ratio), recipe and (since cards keep learning
+    curves across continuations) its run's per-epoch history."""
 
     sha256: str = _field("sha256", required=True)
     clean_acc: float | None = _field("fraction")
     clean_acc_n_examples: int | None = _field("integer", lo=1)
     recipe: dict[str, Any] | None = _field("object")
     train_time_s: float | None = _field("number", lo=0.0)
+    history: tuple[dict[str, Any], ...] | None = _field("objects", omit_none=True)  # its run's per-epoch record
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -735,7 +737,7 @@ class CheckpointCard(Card):
         """This card's version as the card of a re-export that replaces it records it."""
         return PreviousVersion(sha256=self.sha256, clean_acc=self.clean_acc,
                                clean_acc_n_examples=self.clean_acc_n_examples, recipe=self.recipe,
-                               train_time_s=self.train_time_s)
+                               train_time_s=self.train_time_s, history=self.history or None)
 
     def _check(self) -> None:
         if self.path is not None and self.checkpoint != f"{self.path.stem}.safetensors":

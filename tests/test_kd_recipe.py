@@ -157,12 +157,14 @@ def test_export_keeps_the_replaced_version_in_the_card(tmp_path, data_dir):
     zoo.mkdir()
     old = {"name": "resnet20_bireal", "dataset": "cifar10", "architecture": "resnet20", "method": "bireal",
            "checkpoint": "resnet20_bireal.safetensors", "sha256": "0" * 64, "clean_acc": 0.6258,
-           "recipe": {"epochs": 6}}
+           "recipe": {"epochs": 6}, "history": [{"epoch": 1, "train_loss": 1.2, "train_acc": 0.55, "val_acc": 0.57}]}
     (zoo / "resnet20_bireal.json").write_text(json.dumps(old))
     card = json.loads(export_checkpoint(tmp_path / "run", "resnet20_bireal", zoo).read_text())
     assert card["recipe"]["teacher"] == "resnet20_fp"
     assert card["previous_versions"][-1]["clean_acc"] == 0.6258
     assert card["previous_versions"][-1]["sha256"] == "0" * 64
+    assert card["previous_versions"][-1]["history"] == old["history"]  # the replaced run's learning curve stays
+    assert [h["epoch"] for h in card["history"]] == [1, 2]
     again = json.loads(export_checkpoint(tmp_path / "run", "resnet20_bireal", zoo).read_text())
     assert again["previous_versions"] == card["previous_versions"]  # re-exporting the same weights adds nothing
 

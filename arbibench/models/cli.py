@@ -1,5 +1,6 @@
-"""``arbibench zoo list``, ``zoo table`` and ``zoo pin``: the model zoo owns its command; ``arbibench/cli.py`` only
-wires it in. ``zoo table`` reads cards and pins only (:mod:`arbibench.models.markdown`), so it loads no torch."""
+"""``arbibench zoo list``, ``zoo table``, ``zoo curves`` and ``zoo pin``: the model zoo owns its command;
+``arbibench/cli.py`` only wires it in. ``zoo table`` and ``zoo curves`` read cards and pins only
+(:mod:`arbibench.models.markdown`, :mod:`arbibench.models.curves`), so they load no torch."""
 
 from __future__ import annotations
 
@@ -112,6 +113,34 @@ def zoo_table(
         return
     atomic_write_text(text, out)
     console.print(f"wrote {out}")
+
+
+@zoo_app.command("curves")
+def zoo_curves(
+    out: Path = typer.Option(Path("docs/learning-curves.md"), help="The page to write (atomically); its figure is "
+                             "written beside it as <stem>.png."),
+    model_dir: Path | None = typer.Option(None, help="Folder of checkpoint cards and SHA256SUMS; default: the "
+                                          "package's checkpoint folder."),
+) -> None:
+    """Write the learning curve of every shipped checkpoint's last training run, from its card, and what each says:
+    underfits or not, still rising or flat, so a miss of the accuracy goal reads as the budget or the recipe."""
+    from arbibench.models.curves import shipped_curves, write_curves
+
+    try:
+        page, png = write_curves(out, model_dir)
+        curves = shipped_curves(model_dir)
+    except USER_ERRORS as e:
+        fail(e)
+    table = Table(title="learning curves of the shipped checkpoints")
+    for column in ("model", "epochs", "best held-out", "train - held-out", "last quarter", "reading"):
+        table.add_column(column)
+    for name, (_, r) in curves.items():
+        best = "-" if r.val is None else f"{max(r.val):.1f}% (epoch {r.best_epoch})"
+        gap = "-" if r.fit_gap is None else f"{r.fit_gap:+.1f}"
+        late = "-" if r.late_gain is None else f"{r.late_gain:+.1f}"
+        table.add_row(name, str(len(r.epochs)), best, gap, late, r.verdict())
+    console.print(table)
+    console.print(f"wrote {page} and {png}")
 
 
 @zoo_app.command("pin")

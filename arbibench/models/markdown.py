@@ -160,14 +160,24 @@ def training_time(card: CheckpointCard) -> str:
     return f"{card.train_time_s / 60:.0f} min" if card.train_time_s is not None else "-"
 
 
+CURVES_PAGE = "docs/learning-curves.md"  # ``arbibench zoo curves --out``'s default, linked from README
+
+
 def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:
-    """README's short zoo table: each shipped model's accuracy, goal, its last training run and the machine it ran
-    on (LEADERBOARD.md's zoo table has the full recipes)."""
-    lines = ["| model | clean accuracy, 10,000 test images | paper | goal | its last training run | trained on |",
-             "| --- | ---: | --- | --- | --- | --- |"]
+    """README's short zoo table: each shipped model's accuracy, goal, its last training run, what its learning curve
+    says (:mod:`arbibench.models.curves`) and the machine it ran on (LEADERBOARD.md's zoo table has the full
+    recipes)."""
+    from arbibench.models.curves import read_curve  # the curves read this module's cells
+
+    lines = ["| model | clean accuracy, 10,000 test images | paper | goal | its last training run | its learning curve "
+             "| trained on |",
+             "| --- | ---: | --- | --- | --- | --- | --- |"]
     for name, card in shipped_cards(model_dir).items():
         if card.dataset != dataset:
             continue
         trained_on = (card.trained_on or "not recorded").replace(", 1 threads", ", 1 thread")
-        lines.append(f"| `{name}` | {_accuracy(card)} | {_statuses(card)} | {_last_run(card)} | {trained_on} |")
+        reading = None if card.adversarial else read_curve(card)
+        curve = "-" if reading is None else f"[{reading.verdict()}]({CURVES_PAGE}#{name})"
+        lines.append(f"| `{name}` | {_accuracy(card)} | {_statuses(card)} | {_last_run(card)} | {curve} | "
+                     f"{trained_on} |")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,140 @@
+"""Learning curves of the shipped checkpoints (`arbibench zoo curves`): the readings follow each card's history."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arbibench.cards import PIN_FILE, CheckpointCard, PreviousVersion
+from arbibench.cli import app
+from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, curves_markdown, read_curve, shipped_curves
+from arbibench.models.markdown import shipped_cards, zoo_readme_markdown
+
+runner = CliRunner()
+
+
+def _standard_cards() -> dict[str, CheckpointCard]:
+    return {n: c for n, c in shipped_cards().items() if not c.adversarial}
+
+
+def _copy_zoo(dest: Path) -> Path:
+    """The shipped cards and pin file (no weights: the curves read cards only)."""
+    dest.mkdir()
+    shutil.copy(PIN_FILE, dest / PIN_FILE.name)
+    for card in PIN_FILE.parent.glob("*.json"):
+        shutil.copy(card, dest / card.name)
+    return dest
+
+
+def _history(train: list[float], val: list[float] | None) -> tuple[dict[str, object], ...]:
+    return tuple({"epoch": i + 1, "train_loss": 1.0, "train_acc": t, **({} if val is None else {"val_acc": val[i]})}
+                 for i, t in enumerate(train))
+
+
+def test_the_readings_follow_each_shipped_cards_history():
+    seen = 0
+    for name, card in _standard_cards().items():
+        reading = read_curve(card)
+        assert reading is not None, name
+        history = card.history
+        if any("val_acc" not in h for h in history):
+            assert reading.val is None and reading.verdict() == "no held-out curve in its card"
+            continue
+        seen += 1
+        last = history[-1]
+        assert reading.fit_gap == pytest.approx(100 * (last["train_acc"] - last["val_acc"]))
+        vals = [h["val_acc"] for h in history]
+        assert reading.best_epoch == history[vals.index(max(vals))]["epoch"]
+        q = max(1, len(vals) // 4)
+        assert reading.late_gain == pytest.approx(100 * (max(vals[-q:]) - max(vals[:-q])))
+        assert reading.underfits == (reading.fit_gap < UNDERFIT_GAP)
+        assert reading.rising == (reading.late_gain >= RISING_GAIN)
+    assert seen >= 5  # the BNNs' runs kept a held-out split
+
+
+def test_each_reading_names_its_case():
+    card = _standard_cards()["resnet20_irnet"]  # goal 85%
+
+    def verdict(train: list[float], val: list[float] | None, acc: float = 0.78) -> str:
+        changed = dataclasses.replace(card, history=_history(train, val), clean_acc=acc)
+        reading = read_curve(changed)
+        assert reading is not None
+        return reading.verdict()
+
+    rising = [0.60, 0.65, 0.70, 0.72, 0.74, 0.75, 0.76, 0.78]
+    assert verdict(rising, rising).startswith("underfits and still rising")
+    flat = [0.70, 0.75, 0.78, 0.78, 0.78, 0.78, 0.779, 0.779]
+    assert verdict(flat, flat).startswith("underfits but flat")
+    assert "the recipe" in verdict([t + 0.05 for t in flat], flat)  # fits training 5 points above held-out
+    assert verdict(rising, None) == "no held-out curve in its card"
+    assert verdict(rising, rising, acc=0.86) == "meets its goal"
+
+
+def test_a_continued_run_draws_the_run_it_continued(tmp_path):
+    card = _standard_cards()["resnet20_irnet"]
+    earlier = PreviousVersion(sha256="0" * 64, clean_acc=0.7, history=_history([0.5, 0.6], [0.52, 0.61]))
+    continued = dataclasses.replace(card, previous_versions=(*card.previous_versions, earlier))
+    reading = read_curve(continued)
+    assert reading is not None and reading.previous is not None
+    assert reading.previous[1] == pytest.approx((52.0, 61.0))
+    from_scratch = dataclasses.replace(continued, recipe={**card.recipe, "init_from": None})
+    assert read_curve(from_scratch).previous is None  # type: ignore[union-attr]  # not its continuation
+
+
+def test_zoo_curves_writes_the_page_and_its_figure(tmp_path):
+    zoo = _copy_zoo(tmp_path / "zoo")
+    out = tmp_path / "docs" / "curves.md"
+    result = runner.invoke(app, ["zoo", "curves", "--out", str(out), "--model-dir", str(zoo)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    png = out.with_suffix(".png").read_bytes()
+    assert png.startswith(b"\x89PNG") and "](curves.png)" in page
+    standard = _standard_cards()
+    for name, card in shipped_cards().items():
+        row = [line for line in page.splitlines() if line.startswith(f"| `{name}` |")]
+        if card.adversarial:
+            assert not row, name
+            continue
+        assert len(row) == 1 and f"{100 * card.clean_acc:.2f}%" in row[0], name
+        reading = read_curve(standard[name])
+        assert reading is not None and reading.verdict() in row[0]
+        if reading.fit_gap is not None:
+            assert f"| {reading.fit_gap:+.1f} |" in row[0]
+        assert f"### `{name}`" in page
+    again = tmp_path / "again.md"
+    assert runner.invoke(app, ["zoo", "curves", "--out", str(again), "--model-dir", str(zoo)]).exit_code == 0
+    assert again.with_suffix(".png").read_bytes() == png  # byte-stable: the same cards give the same figure
+
+
+def test_zoo_curves_without_any_history_is_one_clear_error(tmp_path):
+    zoo = _copy_zoo(tmp_path / "zoo")
+    for path in zoo.glob("*.json"):
+        card = json.loads(path.read_text())
+        card["history"] = []
+        path.write_text(json.dumps(card))
+    out = tmp_path / "curves.md"
+    result = runner.invoke(app, ["zoo", "curves", "--out", str(out), "--model-dir", str(zoo)])
+    assert result.exit_code == 2 and "training history" in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists() and not out.with_suffix(".png").exists()
+
+
+def test_readme_zoo_table_links_each_reading_to_the_page():
+    table = zoo_readme_markdown()
+    curves = shipped_curves()
+    assert curves
+    for name, (_, reading) in curves.items():
+        assert f"[{reading.verdict()}](docs/learning-curves.md#{name})" in table
+
+def test_the_committed_page_is_the_generated_one():
+    """docs/learning-curves.md follows the shipped cards: the queue regenerates it (`arbibench zoo curves`) in the
+    job after each export, and a hand edit or a forgotten run fails here."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "learning-curves.md"
+    assert page.read_text() == curves_markdown(figure="learning-curves.png"), "run `arbibench zoo curves`"
+    for name in shipped_curves():
+        assert f"### `{name}`" in page.read_text()  # the anchor README's link names exists
