@@ -21,10 +21,11 @@ REPO_RELATIVE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # test` hands whole files to two workers in collection order (--dist loadfile --no-loadscope-reorder), so these start
 # first and the short files fill in around them, instead of a long file starting last and running alone at the end.
 LONGEST_FIRST = (
-    "test_ray_executor.py", "test_train.py", "test_faults.py", "test_torchattacks_crosscheck.py", "test_lab_queue.py",
-    "test_train_device.py", "test_square.py", "test_whitebox_effect.py", "test_findings.py", "test_process_executor.py",
-    "test_leaderboard.py", "test_kd_recipe.py", "test_pooled.py", "test_hsja.py", "test_import_equivalence.py",
-    "test_min_perturbation.py", "test_protocol.py", "test_protocol_split.py", "test_zoo.py", "test_deploy_check.py",
+    "test_ray_executor.py", "test_faults.py", "test_train.py", "test_train_device.py",
+    "test_torchattacks_crosscheck.py", "test_lab_queue.py", "test_square.py", "test_whitebox_effect.py",
+    "test_findings.py", "test_process_executor.py", "test_leaderboard.py", "test_kd_recipe.py", "test_pooled.py",
+    "test_hsja.py", "test_import_equivalence.py", "test_min_perturbation.py", "test_protocol.py",
+    "test_protocol_split.py", "test_zoo.py", "test_deploy_check.py",
 )  # fmt: skip
 
 

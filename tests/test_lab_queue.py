@@ -20,10 +20,10 @@ from lab.queue.jobs import Job, QueueState, load_plan
 from lab.queue.progress import RunProgress
 from lab.queue.runner import Runner, pause, resume, running_pid
 
-# A tiny real training (bnn, 256 CIFAR-10 images, 3 epochs, 64 held out) as a queue step.
+# A tiny real training (bnn, 128 CIFAR-10 images, 3 epochs, 64 held out) as a queue step.
 TRAIN_STEP = (
     "import sys; from arbibench.train import Recipe, train; "
-    "train(Recipe(method='bnn', epochs=3, batch_size=64, train_examples=256, optimizer='adam', lr=1e-3, "
+    "train(Recipe(method='bnn', epochs=3, batch_size=64, train_examples=128, optimizer='adam', lr=1e-3, "
     "val_examples=64), sys.argv[1], sys.argv[2], log=print, eval_examples=100)"
 )
 

@@ -21,8 +21,9 @@ class _InterruptError(Exception):
 
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, channels_last):
-    recipe = Recipe(method="bnn", epochs=2, batch_size=64, train_examples=256, optimizer="adam", lr=1e-3)
-    full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=200,
+    # two steps an epoch: the resumed epoch continues the optimiser's state and the schedule mid-run
+    recipe = Recipe(method="bnn", epochs=2, batch_size=64, train_examples=128, optimizer="adam", lr=1e-3)
+    full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=100,
                  channels_last=channels_last)
 
     def stop_after_first_epoch(msg):
@@ -30,10 +31,10 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, channe
             raise _InterruptError
 
     with pytest.raises(_InterruptError):
-        train(recipe, tmp_path / "resumed", data_dir, log=stop_after_first_epoch, eval_examples=200,
+        train(recipe, tmp_path / "resumed", data_dir, log=stop_after_first_epoch, eval_examples=100,
               channels_last=channels_last)
     assert json.loads((tmp_path / "resumed" / "state.json").read_text())["epoch"] == 0
-    resumed = train(recipe, tmp_path / "resumed", data_dir, log=lambda m: None, eval_examples=200,
+    resumed = train(recipe, tmp_path / "resumed", data_dir, log=lambda m: None, eval_examples=100,
                     channels_last=channels_last)
     assert _digest(tmp_path / "full" / "model.safetensors") == _digest(tmp_path / "resumed" / "model.safetensors")
     assert resumed["clean_acc"] == full["clean_acc"]
@@ -44,19 +45,30 @@ def test_interrupted_run_resumes_to_identical_weights(tmp_path, data_dir, channe
     assert all(e["channels_last"] is channels_last for e in resumed["epoch_seconds"])
 
 
+LAYOUT_RECIPE = Recipe(method="reactnet", epochs=1, batch_size=64, train_examples=128, optimizer="adam", lr=1e-3)
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory, data_dir):
+    """The default run (eager, contiguous) of LAYOUT_RECIPE, trained once for both variants it is compared with."""
+    out = tmp_path_factory.mktemp("plain")
+    return out, train(LAYOUT_RECIPE, out, data_dir, log=lambda m: None, eval_examples=100)
+
+
 @pytest.mark.parametrize("how", ["channels_last", "compile_model"])
-def test_layout_and_compile_train_the_same_parameters(tmp_path, data_dir, how):
+def test_layout_and_compile_train_the_same_parameters(tmp_path, data_dir, plain_run, how):
     # Both are how a run computes, not what. Neither is bit-exact: batch statistics sum in another order (and
     # compiled kernels fuse operations), and a BNN's signs amplify that. What must hold: every trained parameter lands
     # within what Adam can move it in the run's steps (at most about lr per step) of the default run's, so no tensor
     # was misread, and the checkpoint has the module's own keys.
-    recipe = Recipe(method="reactnet", epochs=1, batch_size=64, train_examples=128, optimizer="adam", lr=1e-3)
-    plain = train(recipe, tmp_path / "plain", data_dir, log=lambda m: None, eval_examples=100)
+    recipe = LAYOUT_RECIPE
+    plain_dir, plain = plain_run
     other = train(recipe, tmp_path / "other", data_dir, log=lambda m: None, eval_examples=100, **{how: True})
     assert other["epoch_seconds"][0]["channels_last" if how == "channels_last" else "compiled"] is True
+    assert plain["epoch_seconds"][0]["channels_last"] is False and plain["epoch_seconds"][0]["compiled"] is False
     loss_plain, loss_other = plain["history"][0]["train_loss"], other["history"][0]["train_loss"]
     assert abs(loss_other - loss_plain) < 0.05 * loss_plain
-    a = load_file(str(tmp_path / "plain" / "model.safetensors"))
+    a = load_file(str(plain_dir / "model.safetensors"))
     b = load_file(str(tmp_path / "other" / "model.safetensors"))
     assert a.keys() == b.keys()
     trained = [k for k in a if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]

@@ -50,7 +50,7 @@ def test_augmentation_is_the_padded_crop_and_flip_it_draws():
 
 
 def test_time_limited_pieces_resume_to_the_uninterrupted_weights(tmp_path, data_dir):
-    recipe = Recipe(method="bnn", epochs=3, batch_size=64, train_examples=192, optimizer="adam", lr=1e-3,
+    recipe = Recipe(method="bnn", epochs=3, batch_size=64, train_examples=128, optimizer="adam", lr=1e-3,
                     val_examples=100)
     full = train(recipe, tmp_path / "full", data_dir, log=lambda m: None, eval_examples=100)
     pieces = 0
@@ -195,26 +195,32 @@ def test_train_models_side_by_side_runs_each_as_it_would_run_alone(tmp_path, dat
         assert f"{name}: finished" in result.stdout
 
 
-def test_a_fresh_run_replaces_a_shipped_model_only_when_better_on_held_out_images(tmp_path, data_dir):
+def test_a_fresh_run_replaces_a_shipped_model_only_when_better_on_held_out_images(tmp_path, data_dir, monkeypatch):
     # a one-epoch run on 64 images cannot beat the shipped resnet20_bnn on the same 500 held-out training images:
     # export keeps the shipped files; --replace ships it and the card records both figures
+    import functools
     import shutil
 
+    import arbibench.train as training
     from arbibench.models.zoo import CHECKPOINT_DIR
+    from tests.cli_at_test_size import EVAL_EXAMPLES, tiny_recipe
 
+    # the real `train` command in this process, shrunk as cli_at_test_size.py shrinks it (no process start-ups)
+    monkeypatch.setattr(training, "default_recipe", tiny_recipe)
+    monkeypatch.setattr(training, "train", functools.partial(training.train, eval_examples=EVAL_EXAMPLES))
     zoo = tmp_path / "zoo"
     zoo.mkdir()
     for suffix in (".safetensors", ".json"):
         shutil.copy(CHECKPOINT_DIR / f"resnet20_bnn{suffix}", zoo)
     before = _digest(zoo / "resnet20_bnn.safetensors")
-    cmd = [sys.executable, str(HARNESS), "train", "--method", "bnn", "--epochs", "1", "--val-examples", "500",
+    cmd = ["train", "--method", "bnn", "--epochs", "1", "--val-examples", "500",
            "--out", str(tmp_path / "runs"), "--data-dir", str(data_dir), "--export", "--zoo-dir", str(zoo)]
-    kept = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert kept.returncode == 0, kept.stdout + kept.stderr
-    assert "kept the zoo's resnet20_bnn" in kept.stdout and "--replace ships the run anyway" in kept.stdout
+    kept = runner.invoke(app, cmd)
+    assert kept.exit_code == 0, kept.output
+    assert "kept the zoo's resnet20_bnn" in kept.output and "--replace ships the run anyway" in kept.output
     assert _digest(zoo / "resnet20_bnn.safetensors") == before
-    forced = subprocess.run([*cmd, "--replace"], capture_output=True, text=True, timeout=600)
-    assert forced.returncode == 0, forced.stdout + forced.stderr
+    forced = runner.invoke(app, [*cmd, "--replace"])
+    assert forced.exit_code == 0, forced.output
     card = json.loads((zoo / "resnet20_bnn.json").read_text())
     shipped = card["validation"]["shipped"]
     assert shipped["forced"] is True and shipped["trained_on_heldout"] is True

@@ -410,9 +410,14 @@ class Runner:
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
         self.log(f"queue: $ {' '.join(step)}")
         proc = subprocess.Popen(command_line(step, sys.executable), cwd=self.repo, env=env)
-        while proc.poll() is None:
-            time.sleep(POLL_S)
-            self._carry(job)  # when due or asked
+        running = True
+        while running:
+            try:  # back as soon as the step ends, not at the end of the poll interval
+                proc.wait(timeout=POLL_S)
+                running = False
+            except subprocess.TimeoutExpired:
+                pass
+            self._carry(job)  # when due or asked; once more after the step ends, as each poll did
         if job.snapshot:  # a local copy of the store as the step left it (no commit)
             snapshot_store(self.repo / job.snapshot[0], self.repo / job.snapshot[1])
         if proc.returncode != 0:
