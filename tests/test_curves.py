@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from arbibench.cards import PIN_FILE, CheckpointCard, PreviousVersion
 from arbibench.cli import app
-from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, curves_markdown, read_curve, shipped_curves
-from arbibench.models.markdown import shipped_cards, zoo_readme_markdown
+from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, read_curve
+from arbibench.models.markdown import curves_markdown, shipped_cards, shipped_curves, zoo_readme_markdown
 
 runner = CliRunner()
 

@@ -1,6 +1,6 @@
 """``arbibench zoo list``, ``zoo table``, ``zoo curves`` and ``zoo pin``: the model zoo owns its command;
 ``arbibench/cli.py`` only wires it in. ``zoo table`` and ``zoo curves`` read cards and pins only
-(:mod:`arbibench.models.markdown`, :mod:`arbibench.models.curves`), so they load no torch."""
+(:mod:`arbibench.models.markdown`), so they load no torch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from arbibench.files import atomic_write_text
-from arbibench.models.markdown import goal_status, paper_status, zoo_markdown
+from arbibench.models.markdown import goal_status, paper_status, shipped_curves, write_curves, zoo_markdown
 from arbibench.terminal import USER_ERRORS, console, fail
 
 zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
@@ -124,8 +124,6 @@ def zoo_curves(
 ) -> None:
     """Write the learning curve of every shipped checkpoint's last training run, from its card, and what each says:
     underfits or not, still rising or flat, so a miss of the accuracy goal reads as the budget or the recipe."""
-    from arbibench.models.curves import shipped_curves, write_curves
-
     try:
         page, png = write_curves(out, model_dir)
         curves = shipped_curves(model_dir)
