@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from arbibench.files import atomic_write_text
-from arbibench.models.markdown import goal_status, paper_status, shipped_curves, write_curves, zoo_markdown
+from arbibench.models.markdown import goal_status, paper_status, write_curves, zoo_markdown
 from arbibench.terminal import USER_ERRORS, console, fail
 
 zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
@@ -125,8 +125,7 @@ def zoo_curves(
     """Write the learning curve of every shipped checkpoint's last training run, from its card, and what each says:
     underfits or not, still rising or flat, so a miss of the accuracy goal reads as the budget or the recipe."""
     try:
-        page, png = write_curves(out, model_dir)
-        curves = shipped_curves(model_dir)
+        curves = write_curves(out, model_dir)
     except USER_ERRORS as e:
         fail(e)
     table = Table(title="learning curves of the shipped checkpoints")
@@ -138,7 +137,7 @@ def zoo_curves(
         late = "-" if r.late_gain is None else f"{r.late_gain:+.1f}"
         table.add_row(name, str(len(r.epochs)), best, gap, late, r.verdict())
     console.print(table)
-    console.print(f"wrote {page} and {png}")
+    console.print(f"wrote {out} and {out.with_suffix('.png')}")
 
 
 @zoo_app.command("pin")
