@@ -2,8 +2,10 @@
 
 ``tests/data/store_9fcc1ea.db`` was written by commit 9fcc1ea (before attacks returned a typed output) with the
 evaluation below: resnet20_fp on the first 20 real CIFAR-10 test images, white-box, minimum-norm and query
-attacks (the FP model, because its checkpoint is the one the zoo never retrains: a retrained model has a new hash
-and so new keys). Rerunning it today must find every batch under the same keys, leaving those rows as they were,
+attacks. The weights it evaluated travel beside it (``tests/data/resnet20_fp_9fcc1ea.safetensors``, the zoo's v3 FP
+twin): a retrained zoo checkpoint has a new hash and so new keys, and the test is about today's code reading old
+rows, not about the zoo's weights. Rerunning it today must find every batch under the same keys, leaving those rows
+as they were,
 and give the numbers a fresh run computes. The one exception is an attack whose algorithm was revised since
 (``Attack.revision``): HSJA now queries the original first, so its results are computed afresh under a new key and
 the old ones are left untouched beside them.
@@ -17,11 +19,25 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
 
 from arbibench import benchmark
 from arbibench.attacks import get_attack
+from arbibench.evaluation.store import hash_model
+from arbibench.models.architectures import build_model
+from arbibench.models.layout import with_layout
+from arbibench.models.zoo import read_checkpoint
 
 OLD_STORE = Path(__file__).with_name("data") / "store_9fcc1ea.db"
+OLD_WEIGHTS = OLD_STORE.with_name("resnet20_fp_9fcc1ea.safetensors")
+
+
+def old_model() -> nn.Module:
+    """The FP twin the old store evaluated, built as the zoo builds resnet20_fp (same class, same state dict)."""
+    model = build_model("resnet20", "fp")
+    model.load_state_dict(read_checkpoint(OLD_WEIGHTS, model))
+    return with_layout(model.eval(), "fp", torch.device("cpu"), None)
 
 
 def attacks() -> list:
@@ -30,8 +46,8 @@ def attacks() -> list:
 
 
 def run(store: Path, data_dir: Path) -> dict:
-    result = benchmark("resnet20_fp", 20, attacks=attacks(), batch_size=10, store=store, data_dir=data_dir,
-                       progress=False, checks=False)  # fmt: skip
+    result = benchmark(old_model(), 20, attacks=attacks(), model_name="resnet20_fp", batch_size=10, store=store,
+                       data_dir=data_dir, progress=False, checks=False)  # fmt: skip
     return {name: {k: v for k, v in m.items() if k != "seconds"} for name, m in result.to_dict()["attacks"].items()}
 
 
@@ -57,6 +73,8 @@ def test_old_store_is_read_without_recomputation_and_matches_a_fresh_run(tmp_pat
     shutil.copy(OLD_STORE, old)
     before = dump(old)
     assert len(before["evaluations"]) == 6  # the clean pass and five attacks
+    # the weights beside the store are the ones it evaluated (the model hash is part of every key)
+    assert {r[1] for r in before["evaluations"]} == {hash_model(old_model())}
     read_back = run(old, data_dir)
     after = dump(old)
     # every old row is still there, as it was
