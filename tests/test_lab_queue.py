@@ -185,6 +185,34 @@ def test_the_shipped_plan_measures_each_checkpoint_after_it_ships_and_reports_af
         assert not late, (job.name, late)
 
 
+# Which plan step writes a model's card in each folder of model_info/cifar10 (a retrained model must renew them all,
+# or the card of its replaced weights ships beside the new checkpoint and test_shipped_cards fails on main).
+CARD_WRITERS = {
+    "Linf": lambda s: s[:4] == ["arbibench", "protocol", "run", "cifar10"] and "--inference" not in s,
+    "Linf/deployed": lambda s: s[:4] == ["arbibench", "protocol", "run", "cifar10"] and "deployed" in s,
+    "corruptions": lambda s: s[:4] == ["arbibench", "protocol", "run", "cifar10-c"],
+    "deploy": lambda s: s[:3] == ["arbibench", "protocol", "deploy-check"],
+    "grid_check": lambda s: s[:3] == ["arbibench", "protocol", "grid-check"],
+}
+
+
+def test_every_waiting_training_renews_every_card_of_its_model():
+    root = Path(__file__).resolve().parents[1]
+    jobs = load_plan(root / "zoo_runs" / "queue.json")
+    finished = QueueState.load(root / "zoo_runs" / "queue_state.json").finished
+    waiting = [j for j in jobs if j.name.startswith("zoo v4 (CPU): ") and j.name not in finished]
+    missing = []
+    for job in waiting:
+        model = job.name.removeprefix("zoo v4 (CPU): ").split(" ")[0].rstrip(",")
+        for folder, writes in CARD_WRITERS.items():
+            has_card = (root / "model_info" / "cifar10" / folder / f"{model}.json").is_file()
+            renewed = any(writes(list(s)) and model in s[s.index("--models") + 1].split(",") for s in job.steps
+                          if "--models" in s)
+            if has_card and not renewed:
+                missing.append(f"{model}: {folder}")
+    assert missing == [], "training jobs that leave a card of the replaced weights: " + ", ".join(missing)
+
+
 def test_the_runner_refuses_a_second_runner(tmp_path):
     run_dir = tmp_path / "runner"
     run_dir.mkdir()
