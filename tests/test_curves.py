@@ -131,6 +131,17 @@ def test_readme_zoo_table_links_each_reading_to_the_page():
     for name, (_, reading) in curves.items():
         assert f"[{reading.verdict()}](docs/learning-curves.md#{name})" in table
 
+
+def test_readme_zoo_table_names_each_run_by_how_it_started():
+    """A run from scratch is no fine-tune: the kind of run agrees with its start (the FP twin v4 trained from
+    scratch, the BNNs distilled from their previous checkpoints)."""
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[5].strip() for line in zoo_readme_markdown().splitlines()
+            if line.startswith("| `")}
+    assert rows["resnet20_fp"].startswith("standard: ") and "from scratch" in rows["resnet20_fp"]
+    assert rows["resnet20_bnn"].startswith("kd: ") and "from `resnet20_bnn`" in rows["resnet20_bnn"]
+    assert not [name for name, run in rows.items() if run.startswith("fine-tune") and "from scratch" in run]
+
+
 def test_the_committed_page_is_the_generated_one():
     """docs/learning-curves.md follows the shipped cards: the queue regenerates it (`arbibench zoo curves`) in the
     job after each export, and a hand edit or a forgotten run fails here."""

@@ -142,7 +142,7 @@ def _last_run(card: CheckpointCard) -> str:
         return "-"
     val = card.validation
     kind = ("paper recipe" if r.get("sources") else "adversarial" if r.get("adversarial")
-            else "kd" if r.get("teacher") else "fine-tune")
+            else "kd" if r.get("teacher") else "fine-tune" if r.get("init_from") else "standard")
     kind += f": {val['epochs_run']} of {r['epochs']} epochs" if val else f": {r['epochs']} epochs"
     took = training_time(card)
     return f"{kind} {_start(r.get('init_from'))}" + ("" if took == "-" else f", {took}")
