@@ -12,8 +12,7 @@ total perturbation), clipped to the image box [0, 1]. A sample stops as soon as 
 forward) misclassifies its iterate; at the end one forward of the whole batch, as the runner reads the answer,
 confirms every hit (``DeepFool.confirmed``). Candidates are the true class and the most likely other classes of
 the clean logits, 10 in all (on CIFAR-10: every class), and at most 50 steps are taken: the defaults of the authors'
-reference
-implementation (``num_classes=10``, ``max_iter=50``); the paper reports convergence in a few iterations.
+reference implementation (``num_classes=10``, ``max_iter=50``); the paper reports convergence in a few iterations.
 
 DeepFool ignores the budget eps while it searches. Against a threat model it returns, per sample, the point it found
 if that point is misclassified and within eps, and otherwise that point (or its last iterate) projected onto the
