@@ -104,3 +104,28 @@ def test_zoo_list_marks_a_stale_card(one_stale_card: Path) -> None:
     assert "stale: Linf" in rows["resnet20_bnn"]
     assert "current: Linf" in rows["resnet20_fp"]
     assert "stale" not in rows["resnet20_fp"]
+
+
+def test_zoo_list_checks_every_kind_of_card(tmp_path: Path) -> None:
+    """A retrained model's deployed-inference and 8-bit grid cards go stale like its attack card, and zoo list says
+    so for each kind (the deploy and grid checks and the deployed cards sit in folders of their own)."""
+    import shutil
+
+    from arbibench.models.cli import result_card_status
+
+    copy = tmp_path / "mi"
+    shutil.copytree(MODEL_INFO, copy, ignore=shutil.ignore_patterns("*.npz"))
+    for card in (copy / "cifar10" / "Linf" / "deployed" / "resnet20_bnn.json",
+                 copy / "cifar10" / "grid_check" / "resnet20_bnn.json"):
+        data = json.loads(card.read_text())
+        data["checkpoint_sha256"] = "0" * 64
+        card.write_text(json.dumps(data))
+    for path in copy.rglob("*.json"):  # the examples files were left behind
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and data.pop("examples", None) is not None:
+            path.write_text(json.dumps(data))
+    status = result_card_status(copy)
+    assert status["resnet20_bnn"] == (
+        "[red]stale: Linf deployed, 8-bit grid[/]; current: Linf, corruptions, deploy check")
+    assert status["resnet20_reactnet"] == "current: Linf, Linf deployed, corruptions, deploy check, 8-bit grid"
+    assert status["resnet20_fp"] == "current: Linf, corruptions, 8-bit grid"  # an FP network has no deployed form

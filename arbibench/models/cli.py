@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -12,6 +13,9 @@ from rich.table import Table
 from arbibench.files import atomic_write_text
 from arbibench.models.markdown import goal_status, paper_status, write_curves, zoo_markdown
 from arbibench.terminal import USER_ERRORS, console, fail
+
+if TYPE_CHECKING:
+    from arbibench.cards import CardIdentity, DeployCheckCard, GridCheckCard
 
 zoo_app = typer.Typer(help="The model zoo: list models and their checkpoints.", no_args_is_help=True)
 
@@ -30,7 +34,8 @@ def zoo_list(
 
     Models registered but not shipped (the ImageNet ResNet-18s) show "not shipped"; put your own
     <name>.safetensors in --model-dir (and pass model_dir= to load_model) to use them. "result cards" names the
-    cards in --model-info of each model, and marks "stale" those that measured other weights than the shipped ones.
+    cards in --model-info of each model (every kind: attack cards, deployed inference, 8-bit inputs, corruptions, deploy
+    and grid checks), and marks "stale" those that measured other weights than the shipped ones.
     """
     from arbibench.models.zoo import zoo_rows  # start-up: the zoo loads torch
 
@@ -68,12 +73,11 @@ def zoo_list(
 
 
 def result_card_status(model_info: Path) -> dict[str, str]:
-    """Model name -> its result cards under ``model_info`` by threat model, "current: Linf, corruptions" or
-    "stale: corruptions" (red) when a card did not measure the checkpoint shipped now. Cards only: no torch."""
+    """Model name -> every card of it under ``model_info``, "current: Linf, Linf deployed, corruptions, deploy check,
+    8-bit grid" or "stale: ..." (red) for those that did not measure the checkpoint shipped now: a retrained model
+    leaves none of its kinds unchecked. Cards only: no torch."""
     from arbibench.cards import (  # start-up: beside the zoo listing, only when it runs
         CardError,
-        parse_card,
-        parse_corruption_card,
         read_card_json,
         shipped_sha256,
         stale_checkpoint,
@@ -82,19 +86,47 @@ def result_card_status(model_info: Path) -> dict[str, str]:
     shipped = shipped_sha256()
     current: dict[str, list[str]] = {}
     stale: dict[str, list[str]] = {}
-    for path in sorted(model_info.glob("*/*/*.json")) if model_info.is_dir() else []:
-        data = read_card_json(path)
+    for path in sorted(model_info.rglob("*.json")) if model_info.is_dir() else []:
         try:
-            card = (parse_corruption_card if data.get("threat_model") == "corruptions" else parse_card)(path, data)
+            card, label = card_and_label(path, read_card_json(path))
         except CardError:
-            continue  # not a result card (e.g. a deploy record); `arbibench leaderboard build` names what is wrong
-        (stale if stale_checkpoint(card, shipped) else current).setdefault(card.name, []).append(card.threat_model)
+            continue  # not a card (e.g. a measurements file); `arbibench leaderboard build` names what is wrong
+        (stale if stale_checkpoint(card, shipped) else current).setdefault(card.name, []).append(label)
+
+    def listed(labels: list[str]) -> str:  # attack cards first, then their variants, then the other kinds
+        rank = {"corruptions": 2, "deploy check": 3, "8-bit grid": 4}
+        return ", ".join(sorted(labels, key=lambda label: (rank.get(label, 1 if " " in label else 0), label)))
+
     out = {}
     for name in sorted({*current, *stale}):
-        parts = [f"[red]stale: {', '.join(stale[name])}[/]"] if name in stale else []
-        parts += [f"current: {', '.join(current[name])}"] if name in current else []
+        parts = [f"[red]stale: {listed(stale[name])}[/]"] if name in stale else []
+        parts += [f"current: {listed(current[name])}"] if name in current else []
         out[name] = "; ".join(parts)
     return out
+
+
+def card_and_label(path: Path, data: Any) -> tuple[CardIdentity | DeployCheckCard | GridCheckCard, str]:
+    """One card file of any kind, parsed, and how ``zoo list`` names it: the threat model (with "deployed" and
+    "uint8" where the card says so), "corruptions", "deploy check" or "8-bit grid". :class:`CardError` otherwise."""
+    from arbibench.cards import (  # start-up: beside the zoo listing, only when it runs
+        DEPLOY_CHECK,
+        GRID_CHECK,
+        DeployCheckCard,
+        GridCheckCard,
+        parse_card,
+        parse_corruption_card,
+    )
+
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind == DEPLOY_CHECK:
+        return DeployCheckCard.parse(path, data), "deploy check"
+    if kind == GRID_CHECK:
+        return GridCheckCard.parse(path, data), "8-bit grid"
+    if isinstance(data, dict) and data.get("threat_model") == "corruptions":
+        return parse_corruption_card(path, data), "corruptions"
+    card = parse_card(path, data)
+    extra = [v for v in (card.inference, card.grid) if v not in (None, "simulation", "float")]
+    return card, " ".join([card.threat_model, *extra])
 
 
 @zoo_app.command("table")
