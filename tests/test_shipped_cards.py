@@ -120,7 +120,7 @@ def test_zoo_list_checks_every_kind_of_card(tmp_path: Path) -> None:
         data = json.loads(card.read_text())
         data["checkpoint_sha256"] = "0" * 64
         card.write_text(json.dumps(data))
-    for path in copy.rglob("*.json"):  # the examples files were left behind
+    for path in copy.rglob("*.json"):  # the .npz examples were not copied: drop the links to them
         data = json.loads(path.read_text())
         if isinstance(data, dict) and data.pop("examples", None) is not None:
             path.write_text(json.dumps(data))
