@@ -538,3 +538,25 @@ def test_resume_copies_wait_for_their_interval_not_each_epoch(tmp_path, monkeypa
     copies = [s for s in subjects if s.startswith("Queue: train2, resume copies, after epoch")]
     assert 1 <= len(copies) <= 4 and subjects[0] == "Queue: train2, finished"
     assert resume_point.exists(repo, resume_point.job_ref("train2"))
+
+
+def test_a_protocol_job_s_progress_says_where_its_eps_star_searches_stand():
+    # Every batch of the attacks is stored, so the batches say "done" while the eps* searches (no projected hours)
+    # still run: the progress must name them, or the status reads 0 hours left for a job with hours to go.
+    from lab.queue.cli import _protocol_progress
+
+    searching = {"state": "searching", "summary": "descent 9 of 15: apgd_ce on 31 images at 0.0312/255",
+                 "hours_so_far": 0.1}
+    models = [_model("resnet20_fp", done=401, batches=401, hours_so_far=0.8, hours_left=0.0,
+                     eps_star={"state": "done", "summary": "done", "hours_so_far": 0.2}),
+              _model("resnet20_bnn", done=401, batches=401, hours_so_far=1.0, hours_left=0.0, eps_star=searching),
+              _model("resnet20_xnor", done=401, batches=401, hours_so_far=0.9, hours_left=0.0,
+                     eps_star={"state": "not started", "summary": "not started", "hours_so_far": 0.0})]
+    shown, hours, seconds, _ = _protocol_progress([RunProgress("full.db", True, tuple(models))])
+    assert shown == ("batches 1203/1203; eps* 1/3 models, resnet20_bnn: descent 9 of 15: apgd_ce on 31 images at "
+                     "0.0312/255")
+    assert hours == 0.0 and seconds == pytest.approx(2.7 * 3600)
+    every_done = [{**m, "eps_star": {"state": "done", "summary": "done", "hours_so_far": 0.2}} for m in models]
+    assert _protocol_progress([RunProgress("full.db", True, tuple(every_done))])[0] == "batches 1203/1203"
+    no_search = [{**m, "eps_star": None} for m in models]
+    assert _protocol_progress([RunProgress("full.db", True, tuple(no_search))])[0] == "batches 1203/1203"

@@ -260,3 +260,48 @@ def test_protocol_progress_reads_which_batches_a_gpu_computed(tmp_path, data_dir
                                       str(tmp_path / "s.db"), "--evaluations"], env={"COLUMNS": "200"})
     assert detail.exit_code == 0, detail.output
     assert "3/3 (2 on a GPU)" in detail.output and "14/14 (2 on a GPU)" in detail.output
+
+
+def _with_eps_star() -> presets.Protocol:
+    """The tiny run with an eps* search: FGSM after 4 random corners, radii 16/255 down to 0.25/255 (7 descent
+    radii), one bisection round."""
+    return dataclasses.replace(_tiny(), eps_star_attacks=("fgsm",), eps_star_draws=4, eps_star_rounds=1,
+                               eps_star_factor=2.0, eps_star_floor=0.25 / 255)
+
+
+def _eps_star_keys(db: ResultStore) -> list[tuple[str, float]]:
+    """(key, eps) of the stored FGSM evaluations on the black-box images: the eps* search's, largest radius first."""
+    rows = db.conn.execute("SELECT eval_key, spec FROM evaluations WHERE attack = 'fgsm'").fetchall()
+    out = []
+    for key, spec in rows:
+        s = json.loads(spec)
+        if s["n_examples"] <= 8:  # each radius attacks the black-box images left; white-box FGSM has 24
+            out.append((key, float(s["eps"])))
+    return sorted(out, key=lambda r: -r[1])
+
+
+def test_progress_replays_the_eps_star_search_to_the_radius_the_store_lacks(tmp_path, data_dir):
+    protocol = _with_eps_star()
+    with ResultStore(tmp_path / "s.db") as db:
+        before = protocol_progress(protocol, "resnet20_fp", db, data_dir=data_dir).eps_star
+        assert before is not None and before.state == "not started"
+        # the search starts at eps_max = 2 x 8/255 with the corners, on every black-box image
+        assert (before.phase, before.step, before.steps) == ("descent", 1, 7)
+        assert before.radius == pytest.approx(16 / 255) and (before.attack, before.images) == ("corners", 8)
+        run_protocol(protocol, ["resnet20_fp"], db, data_dir=data_dir, progress=False)
+        done = protocol_progress(protocol, "resnet20_fp", db, data_dir=data_dir)
+        assert done.eps_star is not None and done.eps_star.state == "done" and done.eps_star.seconds > 0
+        assert done.hours_so_far == pytest.approx(
+            (sum(e.cpu_seconds for e in done.evaluations) + done.eps_star.seconds) / 3600)
+        # FGSM's batches at the largest radius it ran are lost: the replay stops there, after the corners
+        key, eps = _eps_star_keys(db)[0]
+        db.conn.execute("DELETE FROM batches WHERE eval_key = ?", (key,))
+        db.conn.commit()
+        waiting = protocol_progress(protocol, "resnet20_fp", db, data_dir=data_dir).eps_star
+    assert waiting is not None and waiting.state == "searching"
+    assert (waiting.attack, waiting.radius) == ("fgsm", pytest.approx(eps))
+    assert 0 < waiting.images <= 8 and waiting.seconds < done.eps_star.seconds
+    assert waiting.describe().startswith(("descent", "bisection")) and "fgsm on" in waiting.describe()
+    # a run without eps* has nothing to replay
+    assert protocol_progress(_tiny(), "resnet20_bnn", ResultStore(tmp_path / "t.db"), data_dir=data_dir).eps_star \
+        is None

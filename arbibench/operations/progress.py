@@ -4,8 +4,11 @@ A full-protocol card takes tens of CPU hours, spread over sessions and machines;
 it stands without running anything. The run's evaluations are planned exactly as ``protocol run`` plans them
 (:func:`arbibench.protocol.run.plan_model`), so each store key is the one the run writes, and the store says which
 of its batches are committed and how many seconds each took. The hours left are a CPU queue's: a batch a lent GPU
-computed counts as done, and its seconds (another clock) price nothing. The eps* search is not counted: its rounds
-depend on each other's results, so its size is not known in advance (it costs about as much as one black-box attack).
+computed counts as done, and its seconds (another clock) price nothing.
+
+The eps* search has no hours left: each radius attacks the images the previous radii left, so its size is not known in
+advance. Where it stands is found by replaying it on the store (:func:`eps_star_progress`): every radius it has
+finished is read back, and the first one the store lacks is the one the run computes now.
 """
 
 from __future__ import annotations
@@ -13,15 +16,22 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from rich.console import Console
+from rich.progress import Progress
+
+from arbibench.evaluation.min_perturbation import LogGrid
+from arbibench.evaluation.plan import EvalPlan
 from arbibench.evaluation.store import ResultStore
+from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyExecutor
 from arbibench.inference import Inference
 from arbibench.machine import on_gpu
 from arbibench.models.zoo import load_model
 from arbibench.operations.projection import per_image_seconds, quick_card
 from arbibench.protocol.presets import Protocol, get_protocol
-from arbibench.protocol.run import plan_model, protocol_subsets, run_settings
+from arbibench.protocol.run import ModelPlan, model_eps_star, plan_model, protocol_subsets, run_settings
 
 
 @dataclass
@@ -68,13 +78,42 @@ class EvaluationProgress:
         return self.cpu_seconds / self.cpu_samples if self.cpu_samples else None
 
 
+@dataclass(frozen=True)
+class EpsStarProgress:
+    """Where a model's eps* search stands in its store (:func:`eps_star_progress`)."""
+
+    state: str  # "done", "searching" or "not started"
+    seconds: float  # CPU seconds of the search's stored batches
+    radius: float | None = None  # the radius the run computes now (None: done)
+    attack: str | None = None  # the attack it runs there (the random corners come first at every radius)
+    images: int | None = None  # the images attacked at that radius
+    phase: str | None = None  # "descent" (radii from eps_max down, each once) or "bisection" (the rounds after it)
+    step: int | None = None  # the radius's place in the descent, largest first (1-based); None in the bisection
+    steps: int | None = None  # the descent's radii
+
+    def describe(self) -> str:
+        """One line for a table: "done", "not started", or the radius the run computes now."""
+        if self.state != "searching" or self.radius is None:
+            return self.state
+        where = f"descent {self.step} of {self.steps}" if self.phase == "descent" else "bisection"
+        images = "1 image" if self.images == 1 else f"{self.images} images"
+        return f"{where}: {self.attack} on {images} at {self.radius * 255:.3g}/255"
+
+    def to_json(self) -> dict[str, object]:
+        return {"state": self.state, "summary": self.describe(), "hours_so_far": round(self.seconds / 3600, 4),
+                "radius": self.radius, "attack": self.attack, "images": self.images, "phase": self.phase,
+                "step": self.step, "steps": self.steps}
+
+
 @dataclass
 class ProtocolProgress:
-    """A model's protocol run: every planned evaluation with its committed batches."""
+    """A model's protocol run: every planned evaluation with its committed batches, and its eps* search (None: the
+    run has none)."""
 
     model_name: str
     protocol: str
     evaluations: list[EvaluationProgress] = field(default_factory=list)
+    eps_star: EpsStarProgress | None = None
 
     @property
     def batches(self) -> int:
@@ -86,8 +125,10 @@ class ProtocolProgress:
 
     @property
     def hours_so_far(self) -> float:
-        """Hours of the batches a CPU computed: the queue's clock (a GPU's batches are counted in :attr:`gpu_done`)."""
-        return sum(e.cpu_seconds for e in self.evaluations) / 3600
+        """Hours of the batches a CPU computed, the eps* search's included: the queue's clock (a GPU's batches are
+        counted in :attr:`gpu_done`)."""
+        search = 0.0 if self.eps_star is None else self.eps_star.seconds
+        return (sum(e.cpu_seconds for e in self.evaluations) + search) / 3600
 
     @property
     def gpu_done(self) -> int:
@@ -154,9 +195,9 @@ def protocol_progress(
     sweep: bool = True,
 ) -> ProtocolProgress:
     """Plan ``model_name`` under ``protocol`` as ``protocol run`` does and read each evaluation's batches from
-    ``store`` (nothing is computed; the store gains only the schema if it is new). For a full run, the model's quick
-    card in ``model_info`` (where there is one) also prices the attacks the run has not reached. ``sweep=False``
-    counts a run without its eps sweep (``--no-sweep``)."""
+    ``store`` (nothing is computed; the store gains only the schema if it is new), then replay its eps* search on
+    the store. For a full run, the model's quick card in ``model_info`` (where there is one) also prices the attacks
+    the run has not reached. ``sweep=False`` counts a run without its eps sweep and eps* (``--no-sweep``)."""
     model = load_model(model_name, model_dir, dataset=protocol.dataset)
     card_costs = _card_costs(protocol, model_name, model_info)
     plan = plan_model(model, model_name, protocol, store, protocol_subsets(protocol, data_dir),
@@ -179,7 +220,55 @@ def protocol_progress(
                 card_per_sample=card_costs.get((family, name)), gpu_done=gpu[0], gpu_seconds=gpu[1],
                 gpu_samples=gpu[2],
             ))
+    if sweep:
+        out.eps_star = eps_star_progress(plan, store, exclude=seen)
     return out
+
+
+class _Replay(StoredOnlyExecutor):
+    """The store-only executor of a replay: refuses to compute, and keeps the store keys of every radius the search
+    planned and the plan of the first radius the store lacks."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, None] = {}  # in the order planned, each once
+        self.waiting: EvalPlan | None = None
+
+    def run(self, plans: Sequence[EvalPlan], progress: Progress) -> None:
+        for plan in plans:
+            self.keys.update((plan.ctx.store_key(a), None) for a in (None, *plan.attacks))
+        try:
+            super().run(plans, progress)
+        except MissingResultsError:
+            self.waiting = plans[0]
+            raise
+
+
+def eps_star_progress(plan: ModelPlan, store: ResultStore, *, exclude: Iterable[str] = ()) -> EpsStarProgress | None:
+    """Where the eps* search of ``plan`` stands in ``store``, by running the search with an executor that computes
+    nothing: each finished radius is read back (the search is deterministic given its stored outcomes), and the first
+    radius the store lacks stops it. None where the protocol searches no eps*. ``exclude``: store keys that belong to
+    the run's other evaluations (a radius may coincide with one), whose seconds are counted there."""
+    replay = _Replay()
+    found = model_eps_star(plan, Console(quiet=True), False, replay)
+    if found is None and replay.waiting is None:
+        return None
+    skip = set(exclude)
+    totals = [_batch_totals(store, key) for key in replay.keys if key not in skip]
+    seconds = sum(every[1] - gpu[1] for every, gpu in totals)
+    if replay.waiting is None:
+        return EpsStarProgress("done", seconds)
+    protocol, ctx = plan.protocol, replay.waiting.ctx
+    grid = LogGrid(protocol.eps_star_factor * protocol.eps, protocol.eps_star_floor, protocol.eps_star_rounds)
+    descent = grid.descent_positions()
+    position = round(grid.position(ctx.threat.eps))
+    in_descent = position in descent and math.isclose(grid.radius(position), ctx.threat.eps, rel_tol=1e-6)
+    started = any(every[0] for every, _ in totals)
+    return EpsStarProgress(
+        "searching" if started else "not started", seconds, radius=ctx.threat.eps,
+        attack=replay.waiting.attacks[0].name if replay.waiting.attacks else "clean", images=len(ctx.y),
+        phase="descent" if in_descent else "bisection", step=descent.index(position) + 1 if in_descent else None,
+        steps=len(descent),
+    )
 
 
 def progress_json(p: ProtocolProgress) -> dict[str, object]:
@@ -189,6 +278,7 @@ def progress_json(p: ProtocolProgress) -> dict[str, object]:
     return {
         "model": p.model_name, "protocol": p.protocol, "batches": p.batches, "done": p.done, "gpu_done": p.gpu_done,
         "hours_so_far": round(p.hours_so_far, 4), "hours_left": round(hours, 4), "not_started": unknown,
+        "eps_star": None if p.eps_star is None else p.eps_star.to_json(),
         "evaluations": [
             {"label": e.label, "attack": e.attack, "batches": e.batches, "done": e.done, "gpu_done": e.gpu_done,
              "samples": e.samples, "seconds": round(e.cpu_seconds, 3),

@@ -188,8 +188,8 @@ def plan_model(
     return ModelPlan(model, model_name, protocol, subsets, families, sweep_plans, settings, checkpoint_sha256)
 
 
-def _eps_star(plan: ModelPlan, console: Console | None, progress: bool,
-              executor: Executor | None) -> MinimalPerturbation | None:
+def model_eps_star(plan: ModelPlan, console: Console | None, progress: bool,
+                   executor: Executor | None) -> MinimalPerturbation | None:
     """eps* on the black-box images (None where the protocol has none). A report that reads the store only
     (:class:`StoredOnlyExecutor`) over a store without this search's rows (one written before it) gets None and a
     note: the rest of the model's results stand, and `protocol run` adds eps* to the store."""
@@ -239,7 +239,7 @@ def execute_model(
         flags.update(runs[family].flags)
     attacks, reports = _attack_outcomes(runs)
     rs, rs_mean, worst = _scores(plan, runs, reports, attacks, flags)
-    eps_star = _eps_star(plan, console, progress, backend) if sweep else None
+    eps_star = model_eps_star(plan, console, progress, backend) if sweep else None
     per_image = {f: PairedOutcomes(r.clean.clean_correct, {n: o.adv_correct for n, o in r.outcomes.items()})
                  for f, r in runs.items()}
     sweep_rows: list[SweepRow] = []

@@ -163,7 +163,19 @@ def _protocol_progress(answers: list[RunProgress]
     note = f" ({unknown} evaluations not started: not counted)" if unknown else ""
     on_gpu = f", {gpu} on a GPU" if gpu else ""
     hours = sum(float(m["hours_left"] or 0.0) for m in models)
-    return f"batches {done}/{total}{on_gpu}{note}", hours, sum(float(m["hours_so_far"]) for m in models) * 3600, None
+    return (f"batches {done}/{total}{on_gpu}{note}{_eps_star_note(models)}", hours,
+            sum(float(m["hours_so_far"]) for m in models) * 3600, None)
+
+
+def _eps_star_note(models: list[dict[str, Any]]) -> str:
+    """"; eps* k/n models, MODEL: where its search stands" while a run's eps* searches are not all done (they have
+    no projected hours: each radius attacks what the last one left); "" when done or the run has none."""
+    searches = [(m["model"], m["eps_star"]) for m in models if m.get("eps_star")]
+    waiting = [(name, e) for name, e in searches if e["state"] != "done"]
+    if not waiting:
+        return ""
+    now = next(((name, e) for name, e in waiting if e["state"] == "searching"), waiting[0])
+    return f"; eps* {len(searches) - len(waiting)}/{len(searches)} models, {now[0]}: {now[1]['summary']}"
 
 
 @queue_app.command("pause")

@@ -150,12 +150,12 @@ def _print_json(protocol: Protocol, store: Path, models: list[dict[str, object]]
 
 def _print_progress(found: list[ProtocolProgress], evaluations: bool) -> None:
     """The tables of ``protocol progress``: each model's evaluations when asked, then one row a model."""
-    table = Table("model", "batches done", "hours so far", "hours left (projected)", "not started")
+    table = Table("model", "batches done", "hours so far", "hours left (projected)", "not started", "eps*")
     for p in found:
         hours, unknown = p.hours_left()
         gpu = f" ({p.gpu_done} on a GPU)" if p.gpu_done else ""
         table.add_row(p.model_name, f"{p.done}/{p.batches}{gpu}", f"{p.hours_so_far:.2f}", f"{hours:.2f}",
-                      str(unknown) if unknown else "")
+                      str(unknown) if unknown else "", "" if p.eps_star is None else p.eps_star.describe())
         if evaluations:
             console.print(_evaluations_table(p))
     console.print(table)
@@ -164,4 +164,5 @@ def _print_progress(found: list[ProtocolProgress], evaluations: bool) -> None:
                   "the dearer of the same evaluation's dearest cost per image on another model of the store and the "
                   "model's own quick card in --model-info (at the full budget), else at the same attack's cost per "
                   "image elsewhere in the run, else at the dearest cost per batch measured so far, or not counted "
-                  "when nothing is measured; eps* not counted")
+                  "when nothing is measured. eps*: where its search stands (hours so far include it); its hours left "
+                  "are not projected, since each radius attacks what the last one left")
