@@ -285,10 +285,13 @@ class SweepPoint:
 
 @dataclass(frozen=True, kw_only=True)
 class CurvePoint:
-    """Robust accuracy (percent) of the eps* curve at one eps."""
+    """Robust accuracy (percent) of the eps* curve at one eps: the share of images no example was found for within
+    eps, and (where the card has it) its low end, the share the search attacked at a radius of at least eps without
+    fooling them. The attacks' own curve lies between the two: the gap is the search's resolution."""
 
     eps: float = _field("number", required=True, lo=0.0)
     robust_acc: float | None = _field("percent")
+    robust_acc_low: float | None = _field("percent", omit_none=True)
 
 
 @dataclass(frozen=True, kw_only=True)

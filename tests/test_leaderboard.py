@@ -106,7 +106,10 @@ def _card(name: str, method: str, authors: str, venue: str, clean: float, wb: fl
         "eps_star": {
             "attacks": ["apgd_ce"], "eps_max": 16 / 255, "search_rounds": 3, "n_examples": 500,
             "not_fooled_up_to_eps_max": 0.0,
-            "curve": [{"eps": e / 255, "robust_acc": round(clean * float(np.exp(-e / (0.5 + 30 * wb))), 2)}
+            "curve": [{"eps": e / 255, "robust_acc": round(clean * float(np.exp(-e / (0.5 + 30 * wb))), 2),
+                       # the BNNs' cards hold the curve's low end (the search's brackets), the FP twin's do not
+                       **({} if method == "fp" else
+                          {"robust_acc_low": round(clean * float(np.exp(-(e + 1) / (0.5 + 30 * wb))), 2)})}
                       for e in range(0, 17, 2)],
             **_descent(method, wb),
         },
@@ -303,6 +306,8 @@ def test_model_pages_plot_the_eps_star_curve_against_the_fp_twin(built: Path) ->
         assert f"figures/{stem}.svg" in page and 'id=\'eps-star\'' in page
         # a BNN's figure names its twin; the FP model's figure has no twin line
         assert ("resnet20_fp (FP twin)" in svg) == (method != "fp"), name
+        # the band between the curve and its low end, where the card holds the low end
+        assert ('PolyCollection_' in svg) == (method != "fp"), name
         # the median's bracket: the verifier's certified end where one ran, else "not verified"
         assert "[certified, attacked]" in page, name
         lower = f"[{CERTIFIED[method] * 255:.3g}/255, " if method in CERTIFIED else "[not verified, "

@@ -147,6 +147,24 @@ def test_search_resolves_a_bnn_below_the_old_bisection_floor_and_resumes(bnn, da
     lo, hi = summary["median_eps_star_correct_ci95"]
     assert lo <= summary["median_eps_star_correct"] <= (math.inf if hi is None else hi)
     assert summary["median_eps_star"] <= summary["median_eps_star_correct"]  # misclassified images count as 0
+    # each eps* is bracketed: the attacks ran at `survived` and fooled nothing, the example found lies at most one
+    # grid position above it (search_rounds=1: a factor sqrt(2); plus float32's rounding of a pixel in [0, 1], which
+    # a distance measured on the stored images carries); nothing survived where the floor fooled the image
+    assert found.survived is not None
+    bracketed = found.clean_correct & ~found.censored & np.isfinite(found.eps_star)
+    assert bracketed.sum() >= 4
+    assert (found.survived[bracketed] < found.eps_star[bracketed]).all()
+    assert (found.eps_star[bracketed] <= found.survived[bracketed] * 2**0.5 + 2e-7).all()
+    assert (found.survived[~found.clean_correct | found.censored] == 0).all()
+    np.testing.assert_allclose(found.survived[np.isinf(found.eps_star)], eps_max)
+    np.testing.assert_array_equal(again.survived, found.survived)
+    assert summary["per_sample"]["survived"] == found.survived.tolist()
+    # the curve's two ends: equal where every correct image was attacked (eps_max) and at 0 (clean accuracy)
+    curve = found.curve()
+    assert all(low is not None and low <= high for _, high, low in curve)
+    assert curve[0][1] == curve[0][2] == pytest.approx(float(clean.clean_correct.mean()))
+    assert found.robust_accuracy_low(eps_max) == found.robust_accuracy(eps_max)
+    assert any(low < high for _, high, low in curve)  # a BNN's brackets sit between the curve's points
 
 
 def test_an_image_fooled_at_the_floor_is_censored_never_measured_there(bnn, data_dir, tmp_path):
@@ -201,3 +219,10 @@ def test_eval_cli_writes_eps_star_to_json_and_card(data_dir, tmp_path):
     assert card["eps_star"]["median_correct"] == summary["median_eps_star_correct"]
     assert card["eps_star"]["median_correct_ci95"] == summary["median_eps_star_correct_ci95"]
     assert card["eps_star"]["curve"][0]["robust_acc"] == card["clean_acc"]  # eps 0: the clean accuracy
+    # the curve's low end, point by point: what the search's attacks show where its radii lie at or above eps
+    curve = card["eps_star"]["curve"]
+    assert [p["robust_acc_low"] for p in curve] == [p["robust_acc_low"] for p in summary["curve"]] or all(
+        p["robust_acc_low"] == pytest.approx(100 * q["robust_acc_low"], abs=0.01)
+        for p, q in zip(curve, summary["curve"], strict=True))
+    assert all(p["robust_acc_low"] <= p["robust_acc"] for p in curve) and curve[0]["robust_acc_low"] == \
+        card["clean_acc"]

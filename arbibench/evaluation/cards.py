@@ -128,7 +128,8 @@ def eps_star_fields(found: MinimalPerturbation | None) -> EpsStarFields:
             search_rounds=found.search_rounds,
             n_examples=len(found.eps_star),
             not_fooled_up_to_eps_max=percent(summary["not_fooled_up_to_eps_max"]),
-            curve=tuple(CurvePoint(eps=eps, robust_acc=percent(acc)) for eps, acc in found.curve()),
+            curve=tuple(CurvePoint(eps=eps, robust_acc=percent(acc), robust_acc_low=percent(low))
+                        for eps, acc, low in found.curve()),
             search=summary["search"],
             eps_floor=found.eps_floor,
             probe_draws=found.probe_draws,

@@ -5,7 +5,10 @@ alone ranks noise. The smallest perturbation at which some attack fools each ima
 ``eps*_i`` is the smallest distance of a verified adversarial example found for image ``i`` (0 for an image
 misclassified clean, ``inf`` when none was found up to ``eps_max``). It is an *upper bound* on the true minimal
 perturbation, like every attack-based number; robust accuracy at eps is then the fraction of images with
-``eps*_i > eps``, an upper bound on the true robust accuracy that never exceeds what any single attack shows.
+``eps*_i > eps``, an upper bound on the true robust accuracy. Between two radii the search ran, an image's eps* is
+only bracketed (the attacks failed at the lower radius and found the example at the upper one), so this curve may lie
+above what the attacks would show at an eps the search never tried; the curve's low end counts such an image as fooled
+(:meth:`MinimalPerturbation.robust_accuracy_low`), and the attacks' own curve lies between the two.
 
 Why the search goes down by factors and not by halves of ``eps_max``: a sign network's eps* is often 10-100 times
 below one grey level, so a bisection of ``[0, eps_max]`` stops at its first step (``eps_max / 2**rounds``) for
@@ -221,6 +224,9 @@ class MinimalPerturbation:
     # per image, a certified lower bound on eps* (no example exists below it) where a verifier supplied one
     certified: np.ndarray | None = None
     grid: str = FLOAT  # the input grid the examples lie on ("uint8": eps* in whole grey levels)
+    # per image, the largest radius at which the search attacked it and fooled nothing (eps_max where nothing fooled
+    # it; 0 where it was fooled even at the floor or misclassified clean): the low end of its eps* bracket
+    survived: np.ndarray | None = None
 
     @property
     def bounded(self) -> np.ndarray:
@@ -256,9 +262,19 @@ class MinimalPerturbation:
         means what the threat model accepts, ``eps`` plus its tolerance for float32 rounding."""
         return float((self.eps_star > eps + VERIFY_TOL).mean())
 
-    def curve(self, n_points: int = 17) -> list[tuple[float, float]]:
-        """Robust accuracy at ``n_points`` evenly spaced eps from 0 to ``eps_max``."""
-        return [(float(e), self.robust_accuracy(float(e))) for e in np.linspace(0.0, self.eps_max, n_points)]
+    def robust_accuracy_low(self, eps: float) -> float | None:
+        """Fraction of correctly classified images the search attacked at a radius of at least ``eps`` without
+        fooling them: at a radius the search ran, what its attacks show there; between its radii an image whose eps*
+        bracket holds ``eps`` counts as fooled. None without the brackets (:attr:`survived`)."""
+        if self.survived is None:
+            return None
+        return float((self.clean_correct & (self.survived >= eps * (1 - 1e-9))).mean())
+
+    def curve(self, n_points: int = 17) -> list[tuple[float, float, float | None]]:
+        """(eps, robust accuracy, its low end) at ``n_points`` evenly spaced eps from 0 to ``eps_max``: the attacks'
+        curve lies between the two (:meth:`robust_accuracy`, :meth:`robust_accuracy_low`)."""
+        return [(float(e), self.robust_accuracy(float(e)), self.robust_accuracy_low(float(e)))
+                for e in np.linspace(0.0, self.eps_max, n_points)]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (numbers as numbers; ``null`` for an infinite eps*). A median or interval end at or
@@ -288,10 +304,13 @@ class MinimalPerturbation:
             "median_eps_star_correct_ci95": [_num(clo), _num(chi)],
             "censored": float(self.censored.sum() / n_correct) if n_correct else None,
             "not_fooled_up_to_eps_max": float(np.isinf(self.eps_star).mean()) if len(self.eps_star) else None,
-            "curve": [{"eps": e, "robust_acc": a} for e, a in self.curve()],
+            "curve": [{"eps": e, "robust_acc": a, **({} if low is None else {"robust_acc_low": low})}
+                      for e, a, low in self.curve()],
         }
         if self.grid != FLOAT:  # float summaries stay those of every earlier card
             summary["grid"] = self.grid
+        if self.survived is not None:  # each image's bracket: (survived, eps_star]
+            per_sample["survived"] = [float(v) for v in self.survived]
         if self.certified is not None:
             summary["median_certified_correct"] = _num(float(np.median(self.certified[self.clean_correct])))
             per_sample["certified"] = [float(v) for v in self.certified]
@@ -468,4 +487,5 @@ def search_eps_star(
         censored=state.censored & clean_correct,
         found_by=np.where(clean_correct, state.found_by, ""),
         grid=grid,
+        survived=np.where(clean_correct & (lo >= 0), [radii.radius(int(p)) if p >= 0 else 0.0 for p in lo], 0.0),
     )

@@ -214,7 +214,8 @@ def eps_curves(board: Board, colours: dict[str, str]) -> Figure | None:
 
 def eps_star_curve(board: Board, name: str, colours: dict[str, str]) -> Figure | None:
     """A model's robust accuracy against eps as derived from its per-image eps* (the share of images whose smallest
-    fooling perturbation exceeds eps), drawn against its FP twin's curve when the twin is on the same board."""
+    fooling perturbation exceeds eps), drawn against its FP twin's curve when the twin is on the same board; where
+    the cards hold the curve's low end, the band between them is the search's resolution."""
     cards = {r.card.name: r.card for r in board.rows}
     card = cards[name]
     if card.eps_star is None or not card.eps_star.curve:
@@ -226,10 +227,14 @@ def eps_star_curve(board: Board, name: str, colours: dict[str, str]) -> Figure |
     for k, c in enumerate([card, twin]):
         if c is None or c.eps_star is None or not c.eps_star.curve:
             continue
-        points = [(p.eps * unit, p.robust_acc) for p in c.eps_star.curve if p.robust_acc is not None]
-        ax.step([e for e, _ in points], [a for _, a in points], where="post", lw=1.8 if k == 0 else 1.4,
-                ls="-" if k == 0 else "--", color=colours.get(c.method or c.name, PALETTE[k]),
-                label=c.name + ("" if k == 0 else " (FP twin)"))
+        points = [(p.eps * unit, p.robust_acc, p.robust_acc_low) for p in c.eps_star.curve if p.robust_acc is not None]
+        colour = colours.get(c.method or c.name, PALETTE[k])
+        ax.step([e for e, _, _ in points], [a for _, a, _ in points], where="post", lw=1.8 if k == 0 else 1.4,
+                ls="-" if k == 0 else "--", color=colour, label=c.name + ("" if k == 0 else " (FP twin)"))
+        band = [(e, a, low) for e, a, low in points if low is not None]
+        if points and len(band) == len(points):  # the search's resolution, as a band under the curve
+            ax.fill_between([e for e, _, _ in band], [low for _, _, low in band], [a for _, a, _ in band],
+                            step="post", color=colour, alpha=0.18, lw=0)
     if card.eps is not None:
         ax.axvline(card.eps * unit, color="#8a919c", lw=0.8, ls=":")
     ax.set_xlabel("budget ε" + (" (× 1/255)" if unit == 255 else ""))
