@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -14,7 +15,7 @@ from torch import nn
 from arbibench.attacks import Attack, AutoAttack, canonical_name, get_threat_model
 from arbibench.attacks.threat import FLOAT
 from arbibench.data.datasets import check_dataset, load_dataset
-from arbibench.evaluation.cards import card_path, checkpoint_sha256, write_card
+from arbibench.evaluation.cards import card_path, checkpoint_sha256, replaces_full_card, write_card
 from arbibench.evaluation.executor_registry import get_executor
 from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.inputs import resolve_device
@@ -160,5 +161,10 @@ def benchmark(
     )
     if to_disk:
         path = card_path(model_info, dataset, threat.norm, name, inference=settings.inference, grid=threat.grid)
-        write_card(result.to_card(), path)
+        card = result.to_card()
+        if replaces_full_card(card, path):
+            warnings.warn(f"kept {path}: the full-protocol card of the same checkpoint is not replaced by this "
+                          "evaluation's card; pass another model_info to write it", stacklevel=2)
+        else:
+            write_card(card, path)
     return result

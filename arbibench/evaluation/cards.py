@@ -8,6 +8,7 @@ describe: :meth:`arbibench.evaluation.result.BenchmarkResult.to_card` and :mod:`
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,6 +85,21 @@ def card_path(model_info: str | os.PathLike[str], dataset: str, threat_model: st
     if grid != "float":
         folder /= grid
     return folder / f"{name}.json"
+
+
+def replaces_full_card(card: ModelCard, path: Path) -> bool:
+    """Whether writing ``card`` at ``path`` would replace a full-protocol card of the same checkpoint with a smaller
+    measurement (a quick or demo run's card, or an ``eval`` card): hours of attacks would give way to minutes, and
+    the leaderboard would rank the smaller one. A full-protocol card replaces anything; any card replaces one of
+    other weights (a stale card). An unreadable file at ``path`` is no card."""
+    if (card.protocol is not None and card.quick is False) or not path.is_file():
+        return False
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(old, dict) and old.get("protocol") is not None and old.get("quick") is False
+            and old.get("checkpoint_sha256") == card.checkpoint_sha256)
 
 
 def write_card(card: ModelCard | CorruptionCard, path: Path) -> Path:

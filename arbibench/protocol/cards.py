@@ -21,7 +21,14 @@ from arbibench.attacks import BLACK_BOX, WHITE_BOX, get_threat_model
 from arbibench.cards import CorruptionCard, CorruptionResult, Estimate, ModelCard, Ratio, SweepPoint, percent, ratio
 from arbibench.data.datasets import load_dataset
 from arbibench.evaluation.bootstrap import Estimate as Interval
-from arbibench.evaluation.cards import attack_row, card_path, eps_star_fields, model_identity, write_card
+from arbibench.evaluation.cards import (
+    attack_row,
+    card_path,
+    eps_star_fields,
+    model_identity,
+    replaces_full_card,
+    write_card,
+)
 from arbibench.evaluation.examples import EXAMPLES_ATTACK, save_examples
 from arbibench.protocol.corruptions import CorruptionEvaluation
 from arbibench.protocol.run import ALL, ModelEvaluation, SweepRow
@@ -82,12 +89,16 @@ def protocol_card(result: ModelEvaluation) -> ModelCard:
 def write_protocol_card(
     result: ModelEvaluation, model_info: str | os.PathLike[str], model: nn.Module | None = None, *,
     data_dir: str | os.PathLike[str] | None = None, device: str | torch.device | None = None,
-) -> Path:
-    """Write the card (and, given the model, its example images first) under ``model_info``; returns the card path."""
+) -> Path | None:
+    """Write the card (and, given the model, its example images first) under ``model_info``; returns the card path,
+    or None where a quick or demo run's card would replace the full-protocol card of the same checkpoint there
+    (:func:`~arbibench.evaluation.cards.replaces_full_card`): that card is kept, and nothing is written."""
     p = result.protocol
     card = protocol_card(result)
     path = card_path(model_info, p.dataset, p.threat_model, result.model_name, inference=result.inference,
                      grid=p.grid)
+    if replaces_full_card(card, path):
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     if model is not None:
         x, y, _ = load_dataset(p.dataset, 32, data_dir, None)

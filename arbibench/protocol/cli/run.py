@@ -112,7 +112,12 @@ def protocol_run(
         for flag, meaning in result.flags.items():
             console.print(f"[yellow]flag {flag}[/]: {meaning}")
         path = write_protocol_card(result, model_info, model, data_dir=data_dir, device=device)
-        console.print(f"wrote {path}")
+        if path is None:
+            console.print(f"[yellow]note[/]: {result.model_name}: kept its full-protocol card in {model_info}; a "
+                          f"{protocol.label} card does not replace it (its results are in the store; pass another "
+                          "--model-info to write the card)")
+        else:
+            console.print(f"wrote {path}")
 
     runner_backend = open_executor(backend, address, workers, worker_threads, model_dir)
     try:

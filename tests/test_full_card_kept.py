@@ -1,0 +1,78 @@
+"""A quick, demo or eval card never replaces the full-protocol card of the same checkpoint (hours of attacks giving
+way to minutes, and the leaderboard ranking the smaller measurement); it replaces a card of other weights."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arbibench.protocol import presets
+from arbibench.protocol.presets import _spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tiny(name: str = "cifar10", quick: bool = False, demo: bool = False) -> presets.Protocol:
+    return dataclasses.replace(
+        presets.PROTOCOLS["cifar10"], n_white_box=16, n_black_box=8, batch_size=8, sweep_eps=(), n_sweep=8,
+        eps_star_attacks=(), quick=True, notes=("a tiny quick variant for tests",),
+        attacks=(_spec("fgsm", "white-box"), _spec("square", "black-box", max_queries=10)),
+    )
+
+
+def _shipped_full_card(info: Path, model: str) -> Path:
+    """The repository's full-protocol card of ``model`` copied into ``info``."""
+    card = info / "cifar10" / "Linf" / f"{model}.json"
+    card.parent.mkdir(parents=True)
+    shutil.copy(REPO / "model_info" / "cifar10" / "Linf" / f"{model}.json", card)
+    assert json.loads(card.read_text())["quick"] is False
+    return card
+
+
+def _run(args: list[str]) -> str:
+    from arbibench.cli import app
+
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_quick_run_keeps_the_full_card_of_the_same_checkpoint(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setattr(presets, "get_protocol", _tiny)
+    info = tmp_path / "info"
+    card = _shipped_full_card(info, "resnet20_bnn")
+    before = card.read_bytes()
+    args = ["protocol", "run", "cifar10", "--quick", "--models", "resnet20_bnn", "--store", str(tmp_path / "s.db"),
+            "--model-info", str(info), "--data-dir", str(data_dir)]
+    out = _run(args)
+    assert card.read_bytes() == before
+    assert "kept its full-protocol card" in " ".join(out.split())
+    # a full card of other weights (a stale card) gives way to the quick card of the shipped checkpoint
+    stale = json.loads(before)
+    stale["checkpoint_sha256"] = "0" * 64
+    card.write_text(json.dumps(stale))
+    out = _run(args)
+    assert "kept its full-protocol card" not in " ".join(out.split())
+    written = json.loads(card.read_text())
+    assert written["quick"] is True and written["checkpoint_sha256"] == json.loads(before)["checkpoint_sha256"]
+
+
+def test_an_eval_card_keeps_the_full_card_and_says_so(tmp_path, data_dir):
+    from arbibench.evaluation.benchmark import benchmark
+
+    info = tmp_path / "info"
+    card = _shipped_full_card(info, "resnet20_bnn")
+    before = card.read_bytes()
+    with pytest.warns(UserWarning, match="full-protocol card of the same checkpoint"):
+        benchmark("resnet20_bnn", attacks=["fgsm"], n_examples=8, batch_size=8, data_dir=data_dir,
+                  store=tmp_path / "s.db", model_info=info, to_disk=True, progress=False, checks=False)
+    assert card.read_bytes() == before
+    card.unlink()  # no full card: the eval card is written
+    benchmark("resnet20_bnn", attacks=["fgsm"], n_examples=8, batch_size=8, data_dir=data_dir,
+              store=tmp_path / "s.db", model_info=info, to_disk=True, progress=False, checks=False)
+    assert json.loads(card.read_text())["name"] == "resnet20_bnn"
