@@ -63,3 +63,40 @@ def test_protocol_run_refuses_certify_on_the_corruptions_preset(tmp_path):
     result = CliRunner().invoke(app, ["protocol", "run", "cifar10-c", "--certify", "--store", str(tmp_path / "s.db")])
     assert result.exit_code != 0 and "--certify certifies eps*" in result.output
     assert not (tmp_path / "s.db").exists()  # refused before any store is opened
+
+
+def test_certificates_are_stored_one_by_one_and_a_rerun_certifies_only_the_missing(bnn, data_dir, tmp_path,
+                                                                                    monkeypatch):
+    # a full card's 500 eps* images take the verifier hours: a run cut short must resume, not start again
+    import arbibench.protocol.certified as certified_module
+
+    x, y, idx = load_cifar10(5, data_dir=data_dir)
+    with ResultStore(tmp_path / "s.db") as db:
+        found = minimal_perturbation(bnn, x, y, idx, attacks=("fgsm",), eps_max=4 / 255, probe_draws=2,
+                                     search_rounds=1, store=db, model_name="bnn", batch_size=5)
+        uninterrupted = attach_certificates(found, bnn, x, y, semantics="deployed", **VERIFIER).certified.copy()
+        found.certified = None
+        attach_certificates(found, bnn, x, y, semantics="deployed", store=db, model_name="bnn", **VERIFIER)
+        np.testing.assert_array_equal(found.certified, uninterrupted)
+        (key,) = {k for (k,) in db.conn.execute("SELECT cert_key FROM certificates")}
+        assert sorted(db.certificates(key)) == sorted(int(i) for i in idx)
+        # two certificates lost (a run cut short): the rerun certifies those two alone, to the same radii
+        db.conn.execute("DELETE FROM certificates WHERE sample_index IN (?, ?)", (int(idx[1]), int(idx[3])))
+        db.conn.commit()
+        asked: list[list[int]] = []
+        real = certified_module.certify
+
+        def counting(*args, **kwargs):
+            asked.append([int(i) for i in kwargs["indices"]])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(certified_module, "certify", counting)
+        found.certified = None
+        attach_certificates(found, bnn, x, y, semantics="deployed", store=db, model_name="bnn", **VERIFIER)
+        assert asked == [[int(idx[1]), int(idx[3])]]
+        np.testing.assert_array_equal(found.certified, uninterrupted)
+        # other verifier settings are other certificates: nothing read back
+        asked.clear()
+        attach_certificates(found, bnn, x, y, semantics="deployed", store=db, model_name="bnn",
+                            **{**VERIFIER, "max_nodes": 8})
+        assert asked == [[int(i) for i in idx]]

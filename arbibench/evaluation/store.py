@@ -65,6 +65,13 @@ CREATE TABLE IF NOT EXISTS flags (
     detail   TEXT NOT NULL,
     PRIMARY KEY (eval_key, flag)
 );
+CREATE TABLE IF NOT EXISTS certificates (
+    cert_key     TEXT NOT NULL,     -- the model's hash and the verifier's settings (protocol.certified)
+    sample_index INTEGER NOT NULL,  -- position in the dataset split
+    model_name   TEXT NOT NULL,
+    record       TEXT NOT NULL,     -- JSON: the image's certificate (certified and attacked radii, verdicts, seconds)
+    PRIMARY KEY (cert_key, sample_index)
+);
 """
 
 
@@ -335,6 +342,17 @@ class ResultStore:
     def flags(self, eval_key: str) -> dict[str, str]:
         rows = self._db.execute("SELECT flag, detail FROM flags WHERE eval_key = ? ORDER BY flag", (eval_key,))
         return dict(rows.fetchall())
+
+    def certificates(self, cert_key: str) -> dict[int, dict[str, Any]]:
+        """The verifier's stored certificates of ``cert_key`` by sample index: tens of seconds an image, so kept one
+        by one as they finish, like an attack's batches, and a rerun certifies only the images missing."""
+        rows = self._db.execute("SELECT sample_index, record FROM certificates WHERE cert_key = ?", (cert_key,))
+        return {int(i): json.loads(record) for i, record in rows.fetchall()}
+
+    def commit_certificate(self, cert_key: str, model_name: str, sample_index: int, record: dict[str, Any]) -> None:
+        with _store_errors(self.path, "write a certificate to"), self._write():
+            self._db.execute("INSERT OR REPLACE INTO certificates VALUES (?, ?, ?, ?)",
+                             (cert_key, int(sample_index), model_name, json.dumps(record, sort_keys=True)))
 
     def outcomes(self, eval_key: str) -> Outcomes:
         rows = self._db.execute(

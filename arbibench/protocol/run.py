@@ -208,7 +208,7 @@ def model_eps_star(plan: ModelPlan, console: Console | None, progress: bool,
         )
         if protocol.eps_star_certify:
             attach_certificates(found, plan.model, x, y, semantics=plan.settings.inference, device=ctx.device,
-                                console=console if progress else None)
+                                console=console if progress else None, store=ctx.store, model_name=plan.model_name)
         return found
     except MissingResultsError:
         if not isinstance(executor, StoredOnlyExecutor):

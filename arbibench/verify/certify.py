@@ -217,6 +217,13 @@ def _check_inputs(x: torch.Tensor, y: torch.Tensor) -> None:
         raise ValueError("images must lie in [0, 1] (arbibench's models normalise inside)")
 
 
+def image_generator(seed: int, index: int) -> torch.Generator:
+    """The random corners' generator of the image at dataset position ``index``: its own, so an image's verdicts do
+    not depend on which images were certified before it (a run resumed from stored certificates equals one that
+    was never interrupted)."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + index)
+
+
 def certify(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, radius_min: float = RADIUS_MIN,
             radius_max: float = RADIUS_MAX, steps: int = 5, max_nodes: int = 256, corners: int = 50,
             semantics: str = DEPLOYED, indices: torch.Tensor | None = None, seed: int = 0,
@@ -233,14 +240,13 @@ def certify(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, radius_min: f
     check_search(radius_min, radius_max, steps, max_nodes, corners)
     _check_inputs(x, y)
     bounds = NetworkBounds(model, semantics, device)
-    generator = torch.Generator().manual_seed(seed)
     where = bounds.device
     images = []
     for i in range(x.shape[0]):
         index = int(indices[i]) if indices is not None else i
         cert = certify_image(bounds, model, x[i : i + 1].to(where), int(y[i]), index, radius_min=radius_min,
                              radius_max=radius_max, steps=steps, max_nodes=max_nodes, corners=corners,
-                             generator=generator)
+                             generator=image_generator(seed, index))
         images.append(cert)
         if on_image is not None:
             on_image(cert)

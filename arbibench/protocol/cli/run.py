@@ -58,7 +58,8 @@ def protocol_run(
     ),
     certify: bool = typer.Option(
         False, "--certify", help="Also certify each eps* image with `arbibench verify`'s bounds (tens of seconds "
-        "per image, not stored): the card's median eps* becomes the bracket [certified, attacked]."
+        "per image, each committed to the store as it finishes: a rerun certifies only the images missing): the card's "
+        "median eps* becomes the bracket [certified, attacked]."
     ),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
