@@ -85,6 +85,13 @@ class ThreatModel(ABC):
                 f"grid {self.grid!r} is defined for the Linf threat model only (an {self.norm} step spread over every "
                 "pixel is far below one grey level); use Linf, or grid 'float'"
             )
+        levels = _GRID_LEVELS.get(self.grid)
+        if levels is not None and math.floor(eps * levels + _LEVEL_SLACK) < 1:
+            raise ValueError(
+                f"eps={eps:.4g} is below one grey level (1/{levels}) on the {self.grid} grid, where no image but the "
+                f"clean one lies within it (ACC* would equal ACC by construction); use eps >= 1/{levels}, or grid "
+                "'float'"
+            )
 
     @property
     def levels(self) -> int | None:
