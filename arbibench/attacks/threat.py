@@ -120,8 +120,8 @@ class ThreatModel(ABC):
         """``x_adv`` with every pixel rounded to the nearest grid level that stays within eps of ``x`` and in [0, 1]
         (``x`` itself on the grid); unchanged on float pixels.
 
-        The box is counted in whole levels (``floor(eps * 255)``), so rounding never leaves it: below one level the
-        only allowed image is ``x`` itself."""
+        The box is counted in whole levels (``floor(eps * 255)``, at least one: a grid threat model refuses less),
+        so rounding never leaves it."""
         n = self.levels
         if n is None:
             return x_adv
