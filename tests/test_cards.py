@@ -69,7 +69,7 @@ def test_benchmark_card_round_trip(tmp_path: Path, data_dir: Path) -> None:
     result = benchmark(
         "resnet20_bnn", n_examples=16, attacks=("fgsm", "square"), data_dir=data_dir, store=tmp_path / "s.db",
         progress=False, checks=False, to_disk=True, model_info=tmp_path / "mi", batch_size=16, eps_star=("fgsm",),
-        eps_star_rounds=2,
+        eps_star_rounds=2, eps_star_floor=0.01 / 255, eps_star_draws=3,
     )
     path = tmp_path / "mi" / "cifar10" / "Linf" / "resnet20_bnn.json"
     written = result.to_card()
@@ -78,6 +78,8 @@ def test_benchmark_card_round_trip(tmp_path: Path, data_dir: Path) -> None:
     assert read.attacks["square"].family == "black-box" and read.attacks["fgsm"].family == "white-box"
     assert read.clean_acc == percent(result.clean_acc) and read.eps_star is not None and read.subset
     assert read.attacks["fgsm"].name == "fgsm" and read.path == path
+    assert read.eps_star is not None and read.eps_star.probe_draws == 3
+    assert read.eps_star.eps_floor == pytest.approx(0.01 / 255)
 
 
 def test_module_loads_without_torch(tmp_path: Path) -> None:

@@ -205,7 +205,8 @@ def test_eval_cli_writes_eps_star_to_json_and_card(data_dir, tmp_path):
     result = CliRunner().invoke(
         app,
         ["eval", "--model", "resnet20_fp", "--attacks", "fgsm", "-n", "16", "--batch-size", "8",
-         "--eps-star", "fgsm", "--eps-star-rounds", "3", "--store", str(tmp_path / "s.db"), "--json", str(out),
+         "--eps-star", "fgsm", "--eps-star-rounds", "3", "--eps-star-draws", "5", "--store", str(tmp_path / "s.db"),
+         "--json", str(out),
          "--model-info", str(tmp_path / "info"), "--data-dir", str(data_dir), "--no-checks"],
     )
     assert result.exit_code == 0, result.output
@@ -216,6 +217,7 @@ def test_eval_cli_writes_eps_star_to_json_and_card(data_dir, tmp_path):
     card = json.loads((tmp_path / "info" / "cifar10" / "Linf" / "resnet20_fp.json").read_text())
     assert card["median_eps_star"] == summary["median_eps_star"]
     assert card["eps_star"]["search"] == "descent" and card["eps_star"]["eps_floor"] == pytest.approx(1e-3 / 255)
+    assert card["eps_star"]["probe_draws"] == 5 == summary["probe_draws"]
     assert card["eps_star"]["median_correct"] == summary["median_eps_star_correct"]
     assert card["eps_star"]["median_correct_ci95"] == summary["median_eps_star_correct_ci95"]
     assert card["eps_star"]["curve"][0]["robust_acc"] == card["clean_acc"]  # eps 0: the clean accuracy

@@ -150,6 +150,35 @@ def test_eps_star_attack_names_are_checked_before_the_evaluation(env: None, tmp_
     assert not (tmp_path / "s.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [("--eps-star-rounds", "0", "--eps-star-rounds"), ("--eps-star-draws", "-1", "--eps-star-draws"),
+     ("--eps-star-floor", "nope", "--eps-star-floor"), ("--eps-star-floor", "20/255", "--eps-star-floor"),
+     ("--eps-star-max", "0.5/255", "--eps-star-floor")],
+    ids=["no-rounds", "negative-draws", "unreadable-floor", "floor-above-max", "max-below-floor"],
+)
+def test_eps_star_settings_are_checked_before_the_evaluation(env: None, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch, option: str, value: str,
+                                                             named: str) -> None:
+    """A bad eps* setting used to end the command only after the whole evaluation had run (the search checked its
+    settings when it started); now it is one error naming the option, before any image is read or store written."""
+    import arbibench.evaluation.benchmark as benchmark_module
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the images were loaded before the refusal")
+
+    monkeypatch.setattr(benchmark_module, "load_dataset", refuse)
+    args = ["eval", "--model", "resnet20_bnn", "-n", "8", "--attacks", "fgsm", "--eps-star", "fgsm",
+            "--eps-star-max", "16/255", "--store", str(tmp_path / "s.db")]
+    if option == "--eps-star-max":
+        args[args.index("--eps-star-max") + 1] = value
+        args += ["--eps-star-floor", "1/255"]
+    else:
+        args += [option, value]
+    _refused(args, named)
+    assert not (tmp_path / "s.db").exists()
+
+
 def test_eval_says_which_network_answered(env: None, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     result = runner.invoke(app, ["eval", "--model", "resnet20_bnn", "-n", "8", "--attacks", "fgsm", "--no-checks",

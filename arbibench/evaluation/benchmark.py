@@ -20,7 +20,7 @@ from arbibench.evaluation.executor_registry import get_executor
 from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
-from arbibench.evaluation.min_perturbation import search_eps_star
+from arbibench.evaluation.min_perturbation import EPS_FLOOR, check_search, search_eps_star
 from arbibench.evaluation.plan import attack_list, plan_evaluation
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import execute
@@ -28,6 +28,10 @@ from arbibench.evaluation.settings import RunSettings
 from arbibench.evaluation.store import ResultStore
 from arbibench.inference import Inference
 from arbibench.models.zoo import load_model
+
+# The eps* search's settings as benchmark() and `eval` name them, for the errors of check_search.
+EPS_STAR_SETTINGS = ("eps_star_max (--eps-star-max)", "eps_star_floor (--eps-star-floor)",
+                     "eps_star_rounds (--eps-star-rounds)", "eps_star_draws (--eps-star-draws)")
 
 
 def subset_description(n: int, seed: int | None) -> str:
@@ -71,6 +75,8 @@ def benchmark(
     eps_star: Sequence[str | Attack] = (),
     eps_star_max: float | None = None,
     eps_star_rounds: int = 3,
+    eps_star_floor: float = EPS_FLOOR,
+    eps_star_draws: int = 50,
     backend: str | Executor | None = None,
     inference: Inference | str = Inference.SIMULATION,
     grid: str = "float",
@@ -86,8 +92,9 @@ def benchmark(
     package's checkpoints). ``to_disk=True`` writes the model card
     ``<model_info>/<dataset>/<threat_model>/<model_name>.json``.
     ``eps_star`` names the attacks whose smallest adversarial perturbation per image (eps*, searched from
-    ``eps_star_max``, default 2 * eps, down to 1e-3/255 with random sign corners first, then ``eps_star_rounds``
-    bisection rounds) goes into ``result.min_perturbation``: median eps* over the correctly classified images and
+    ``eps_star_max``, default 2 * eps, down to ``eps_star_floor`` (1e-3/255; an image fooled there is censored) with
+    ``eps_star_draws`` random sign corners first at every radius (0: none), then ``eps_star_rounds`` bisection
+    rounds) goes into ``result.min_perturbation``: median eps* over the correctly classified images and
     over all, with intervals, and the robust-accuracy-vs-eps curve, which still separate models that all reach 0%
     at ``eps``.
     ``backend`` computes the store batches elsewhere (``"ray"``, or an executor from :func:`get_executor` with its
@@ -104,6 +111,10 @@ def benchmark(
     if threat.grid != FLOAT and eps_star:
         raise ValueError(f"eps* is searched on float inputs only, not on the {grid} grid yet: leave eps_star empty "
                          "(--eps-star) or use grid 'float'")
+    eps_star_max = 2 * threat.eps if eps_star_max is None else eps_star_max
+    if eps_star:  # before any work: a bad search setting must not end an evaluation after it ran
+        check_search(threat.norm, eps_star_max, eps_star_floor, eps_star_rounds, eps_star_draws,
+                     names=EPS_STAR_SETTINGS)
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
     settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
                            inference=Inference.parse(inference))
@@ -130,9 +141,9 @@ def benchmark(
         min_perturbation = None
         if eps_star:
             min_perturbation = search_eps_star(
-                model, x, y, indices, attacks=eps_star, threat_model=threat.norm,
-                eps_max=2 * threat.eps if eps_star_max is None else eps_star_max, search_rounds=eps_star_rounds,
-                store=db, settings=settings, model_name=name, progress=progress, console=console, executor=executor,
+                model, x, y, indices, attacks=eps_star, threat_model=threat.norm, eps_max=eps_star_max,
+                search_rounds=eps_star_rounds, eps_floor=eps_star_floor, probe_draws=eps_star_draws, store=db,
+                settings=settings, model_name=name, progress=progress, console=console, executor=executor,
                 grid=threat.grid,
             )
     result = BenchmarkResult(

@@ -65,6 +65,16 @@ def open_executor(
         fail(e)
 
 
+def _radius(option: str, text: str) -> float:
+    """``text`` read as an eps (0.031 or 8/255); a bad one ends the command with one error naming ``option``."""
+    from arbibench.attacks import parse_eps  # start-up: the attacks load torch
+
+    try:
+        return parse_eps(text)
+    except ValueError as e:
+        fail(ValueError(f"{option}: {e}"))
+
+
 def eval_(
     model: str = typer.Option(..., "--model", "-m", help="Zoo model name (see `arbibench zoo list`)."),
     attacks: str = typer.Option(
@@ -97,8 +107,16 @@ def eval_(
     ),
     eps_star_max: str | None = typer.Option(None, help="Largest eps the eps* search tries; default 2 x --eps."),
     eps_star_rounds: int = typer.Option(
-        3, help="Bisection rounds of the eps* search after its descent to 1e-3/255 (resolution: a factor "
+        3, help="Bisection rounds of the eps* search after its descent to --eps-star-floor (resolution: a factor "
         "2^(1/2^rounds)).",
+    ),
+    eps_star_floor: str = typer.Option(
+        "1e-3/255", help="Smallest eps the eps* search tries; an image fooled even there is reported censored "
+        "(\"< floor\"), never as the floor.",
+    ),
+    eps_star_draws: int = typer.Option(
+        50, help="Random sign corners per image tried at every radius of the eps* search before its attacks "
+        "(0: none); they find the tiny-radius examples of sign networks that gradients miss.",
     ),
     backend: str = typer.Option("local", help=BACKEND_HELP),
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
@@ -112,13 +130,16 @@ def eval_(
     Only correctly classified images are attacked; every adversarial batch is verified against the threat model
     before it counts, and each finished batch is committed to the store, so an interrupted run resumes.
     """
-    from arbibench.attacks import attacks_from_spec, parse_eps  # start-up: the attacks load torch
+    from arbibench.attacks import attacks_from_spec  # start-up: the attacks load torch
     from arbibench.evaluation.benchmark import benchmark  # start-up: so does the evaluation
 
     try:
         attack_objs = attacks_from_spec(attacks)
     except ValueError as e:
         fail(ValueError(f"--attacks {attacks!r}: {e}"))
+    eps_value = _radius("--eps", eps)
+    star_max = None if eps_star_max is None else _radius("--eps-star-max", eps_star_max)
+    star_floor = _radius("--eps-star-floor", eps_star_floor)
     executor = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         result = benchmark(
@@ -126,7 +147,7 @@ def eval_(
             n_examples,
             dataset,
             threat_model,
-            parse_eps(eps),
+            eps_value,
             attack_objs,
             data_dir=data_dir,
             device=device,
@@ -140,8 +161,10 @@ def eval_(
             to_disk=model_info is not None,
             model_info=model_info or "model_info",
             eps_star=[a.strip() for a in eps_star.split(",") if a.strip()],
-            eps_star_max=None if eps_star_max is None else parse_eps(eps_star_max),
+            eps_star_max=star_max,
             eps_star_rounds=eps_star_rounds,
+            eps_star_floor=star_floor,
+            eps_star_draws=eps_star_draws,
             backend=executor,
             inference=inference,
             grid=grid,

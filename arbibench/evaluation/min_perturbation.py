@@ -59,6 +59,8 @@ from arbibench.inference import Inference
 #: The smallest radius the search tries unless told otherwise: a thousandth of a grey level, below the eps* of most
 #: images of a sign network (a grey level is 1/255).
 EPS_FLOOR = 1e-3 / 255
+# The search's settings as minimal_perturbation names them, for check_search's errors.
+SEARCH_SETTINGS = ("eps_max", "eps_floor", "search_rounds", "probe_draws")
 #: The name of this search in summaries and cards. Cards without it hold the earlier bisection of ``[0, eps_max]``,
 #: whose first step (``eps_max / 2**rounds``) was its floor.
 SEARCH = "descent"
@@ -331,22 +333,28 @@ class _Search:
         self.found_by[rows[smaller]] = name
 
 
-def _check_search(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int,
-                  grid: str = FLOAT) -> None:
-    """One ValueError naming the first bad search setting."""
+def check_search(threat_model: str, eps_max: float, eps_floor: float, search_rounds: int, probe_draws: int,
+                 grid: str = FLOAT, names: tuple[str, str, str, str] = SEARCH_SETTINGS) -> None:
+    """One ValueError naming the first bad search setting, by its caller's ``names`` for eps_max, eps_floor,
+    search_rounds and probe_draws; callers run it before any work, so that a bad setting is refused before an
+    evaluation whose eps* it would have ended."""
+    max_name, floor_name, rounds_name, draws_name = names
     if grid not in GRIDS:
         raise ValueError(f"grid must be one of {', '.join(GRIDS)}, got {grid!r}")
     if grid != FLOAT:
         get_threat_model(threat_model, eps_max, grid)  # Linf only on a grid
         if eps_max < 1 / 255 - 1e-9:
-            raise ValueError(f"on the {grid} grid eps_max must be at least one grey level (1/255), got {eps_max!r}")
+            raise ValueError(f"on the {grid} grid {max_name} must be at least one grey level (1/255), got {eps_max!r}")
     if isinstance(search_rounds, bool) or not isinstance(search_rounds, int) or not 1 <= search_rounds <= 12:
-        raise ValueError(f"search_rounds must be an integer from 1 to 12, got {search_rounds!r}")
+        raise ValueError(f"{rounds_name} must be an integer from 1 to 12, got {search_rounds!r}")
     if isinstance(probe_draws, bool) or not isinstance(probe_draws, int) or probe_draws < 0:
-        raise ValueError(f"probe_draws must be an integer >= 0 (0: no random corners), got {probe_draws!r}")
-    get_threat_model(threat_model, eps_max)  # validates the norm and eps_max
+        raise ValueError(f"{draws_name} must be an integer >= 0 (0: no random corners), got {probe_draws!r}")
+    try:
+        get_threat_model(threat_model, eps_max)  # validates the norm and eps_max
+    except ValueError as e:
+        raise ValueError(f"{max_name}: {e}") from None
     if isinstance(eps_floor, bool) or not isinstance(eps_floor, int | float) or not 0 < eps_floor < eps_max:
-        raise ValueError(f"eps_floor must be a number in (0, eps_max = {eps_max:g}), got {eps_floor!r}")
+        raise ValueError(f"{floor_name} must be a number in (0, {max_name} = {eps_max:g}), got {eps_floor!r}")
 
 
 def minimal_perturbation(
@@ -410,7 +418,7 @@ def search_eps_star(
 ) -> MinimalPerturbation:
     """:func:`minimal_perturbation` under a run's ``settings`` (each radius planned with them), its batches computed
     by ``executor`` when given."""
-    _check_search(threat_model, eps_max, eps_floor, search_rounds, probe_draws, grid)
+    check_search(threat_model, eps_max, eps_floor, search_rounds, probe_draws, grid)
     attack_objs = [attack_for_target(a, model_name) for a in attacks]
     if not attack_objs:
         raise ValueError("minimal_perturbation needs at least one attack")
