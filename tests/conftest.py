@@ -17,15 +17,16 @@ from arbibench.models.resnet import resnet20
 
 REPO_RELATIVE_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-# The files with the most test seconds (pytest --durations on the 2-core machine, 2026-12-06), longest first. `make
-# test` hands whole files to two workers in collection order (--dist loadfile --no-loadscope-reorder), so these start
-# first and the short files fill in around them, instead of a long file starting last and running alone at the end.
+# The files with the most test seconds (pytest --durations=0 on the 2-core machine, 2026-12-06), longest first.
+# `make test` hands whole files to two workers in collection order (--dist loadfile --no-loadscope-reorder), so these
+# start first and the short files fill in around them, instead of a long file starting last and running alone at the
+# end.
 LONGEST_FIRST = (
-    "test_ray_executor.py", "test_faults.py", "test_train.py", "test_train_device.py",
-    "test_torchattacks_crosscheck.py", "test_lab_queue.py", "test_square.py", "test_whitebox_effect.py",
-    "test_findings.py", "test_process_executor.py", "test_leaderboard.py", "test_kd_recipe.py", "test_pooled.py",
-    "test_hsja.py", "test_import_equivalence.py", "test_min_perturbation.py", "test_protocol.py",
-    "test_protocol_split.py", "test_zoo.py", "test_deploy_check.py",
+    "test_ray_executor.py", "test_faults.py", "test_train.py", "test_leaderboard.py", "test_process_executor.py",
+    "test_train_device.py", "test_kd_recipe.py", "test_torchattacks_crosscheck.py", "test_protocol_progress.py",
+    "test_findings.py", "test_lab_queue.py", "test_protocol.py", "test_square.py", "test_min_perturbation.py",
+    "test_import_equivalence.py", "test_whitebox_effect.py", "test_attack_contract.py", "test_validation_split.py",
+    "test_deploy_models.py", "test_zoo.py", "test_pooled.py", "test_cw_l2_deepfool.py",
 )  # fmt: skip
 
 
