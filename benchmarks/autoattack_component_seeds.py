@@ -9,8 +9,10 @@ the next. This script runs one component alone, on the same images for both, wit
   decides); variants: arbibench's Square as AutoAttack configures it, arbibench's with the reference's schedule of
   ``p`` (``rescale_schedule=False``), and the reference's (PyPI ``pyautoattack`` 0.2.0 ``SquareAttack`` with the
   standard version's settings: ``p_init`` 0.8, 5000 queries, one restart, ``resc_schedule=False``);
-- ``--component apgd-ce``: every correctly classified image of the piece; variants: arbibench's APGD-CE and the
-  reference's ``APGDAttack`` (100 steps, one restart, rho 0.75, CE loss: the standard version's first component);
+- ``--component apgd-ce``: every correctly classified image of the piece; variants: arbibench's APGD-CE, arbibench's
+  started from the very point the reference draws for the same seed (so that only the two codes' steps differ, not
+  their random starts), and the reference's ``APGDAttack`` (100 steps, one restart, rho 0.75, CE loss: the standard
+  version's first component);
 - the seeds: ``--seeds``; arbibench's generator is the one AutoAttack would give the component for that seed draw.
 
 Every adversarial example is checked against the Linf ball and the [0, 1] box and re-scored on the model before it
@@ -24,6 +26,8 @@ broke it.
         --component apgd-ce --out docs/measurements/autoattack_component_seeds
     .venv/bin/python benchmarks/autoattack_component_seeds.py --summary \\
         --out docs/measurements/autoattack_component_seeds
+    .venv/bin/python benchmarks/autoattack_component_seeds.py --check-starts --seeds 0,1,2 \\
+        --out docs/measurements/autoattack_component_seeds
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +51,7 @@ from arbibench.machine import describe
 from arbibench.models.zoo import load_model
 
 VARIANTS = {"square": ("arbibench", "arbibench_reference_schedule", "reference"),
-            "apgd-ce": ("arbibench", "reference")}
+            "apgd-ce": ("arbibench", "arbibench_reference_start", "reference")}
 GRADIENT_COMPONENTS = {"apgd_ce", "apgd_t", "fab_t", "apgd-ce", "apgd-t", "fab-t"}
 
 
@@ -55,11 +61,15 @@ def _arguments() -> argparse.Namespace:
                     help="folder of autoattack_per_image.py's piece files (the images come from there)")
     ap.add_argument("--component", choices=tuple(VARIANTS), default="square")
     ap.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
+    ap.add_argument("--variants", default=None,
+                    help="comma-separated variants to run (default: every variant of the component)")
     ap.add_argument("--queries", type=int, default=5000, help="Square's budget (5000: AutoAttack's standard)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", type=Path, required=True, help="folder of the per-(model, eps) JSON files")
     ap.add_argument("--summary", action="store_true", help="only print the tables from the files in --out")
+    ap.add_argument("--check-starts", action="store_true",
+                    help="only compare the two libraries' APGD-CE random starts on the pieces' images, per seed")
     return ap.parse_args()
 
 
@@ -81,8 +91,33 @@ def _fooled(model: torch.nn.Module, x_adv: torch.Tensor, x: torch.Tensor, y: tor
     return (wrong & inside & boxed).tolist()
 
 
+@dataclass(frozen=True)
+class _StartAt(Linf):
+    """The Linf ball, with the random start fixed to ``start`` (the images of the call, in their order)."""
+
+    start: torch.Tensor | None = None
+
+    def random_start(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        assert self.start is not None and self.start.shape == x.shape
+        return self.start.clone()
+
+
+def reference_start(x: torch.Tensor, eps: float, seed: int) -> torch.Tensor:
+    """The start the reference's APGD-CE draws for ``seed`` on ``x``: it seeds torch's global generator, draws
+    ``t`` uniform in [-1, 1], scales each image's ``t`` to a largest entry of 1, and clamps ``x + eps t`` to [0, 1]."""
+    with torch.random.fork_rng(devices=[]):
+        torch.random.manual_seed(seed)
+        t = 2 * torch.rand(x.shape) - 1
+    t = t / (t.flatten(1).abs().amax(1).view(-1, 1, 1, 1) + 1e-12)
+    return (x + eps * t).clamp(0.0, 1.0)
+
+
 def _apgd_ce(variant: str, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float,
              seed: int) -> torch.Tensor:
+    if variant == "arbibench_reference_start":
+        threat = _StartAt(eps, start=reference_start(x, eps, seed))
+        fixed: torch.Tensor = get_attack("apgd_ce")(model, x, y, threat, torch.Generator().manual_seed(seed))
+        return fixed
     if variant == "reference":
         from pyautoattack.autopgd_base import APGDAttack
 
@@ -121,8 +156,12 @@ def _run_group(path: Path, model_name: str, eps_text: str, positions: list[int],
     if record["indices"] != [indices[i] for i in positions] or record["queries"] != args.queries:
         raise SystemExit(f"{path} holds other images or another budget: move it away to start over")
     done = {(r["variant"], r["seed"]) for r in record["runs"]}
-    todo = [(v, s) for s in (int(t) for t in args.seeds.split(","))
-            for v in VARIANTS[args.component] if (v, s) not in done]
+    variants = VARIANTS[args.component] if args.variants is None else tuple(args.variants.split(","))
+    unknown = set(variants) - set(VARIANTS[args.component])
+    if unknown:
+        raise SystemExit(f"--variants: {', '.join(sorted(unknown))} not a variant of {args.component}; "
+                         f"known: {', '.join(VARIANTS[args.component])}")
+    todo = [(v, s) for s in (int(t) for t in args.seeds.split(",")) for v in variants if (v, s) not in done]
     if not todo:
         print(f"{path.name}: done, kept")
         return
@@ -156,7 +195,7 @@ def _summary(out: Path) -> None:
     files = sorted(out.glob("*.json"))
     if not files:
         raise SystemExit(f"no files in {out}: run without --summary first")
-    print("| component | model | eps | images | variant | seeds | fooled per seed | mean fooled | seconds per run |")
+    print("| component | model | eps | images | variant | seeds | fooled per seed | mean fooled | median s per run |")
     print("| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |")
     for f in files:
         r = json.loads(f.read_text())
@@ -166,7 +205,7 @@ def _summary(out: Path) -> None:
             if not runs:
                 continue
             counts = [sum(x["fooled"]) for x in runs]
-            secs = sum(x["seconds"] for x in runs) / len(runs)
+            secs = statistics.median(x["seconds"] for x in runs)  # median: a run that shared the cores stays out
             print(f"| {component} | {r['model']} | {r['eps']} | {len(r['indices'])} | {v} | {len(runs)} | "
                   f"{', '.join(map(str, counts))} | {sum(counts) / len(counts):.1f} | {secs:.0f} |")
     print("\nPer image, seeds that broke it (arbibench vs the reference; only seeds both ran):")
@@ -190,6 +229,30 @@ def _summary(out: Path) -> None:
                 losses += b > a
             print(f"| {component} | {r['model']} | {r['eps']} ({ours_v}, {len(seeds)} seeds) | {wins} | {losses} | "
                   f"{sign_test_p(wins, losses):.2f} |")
+    for f in files:
+        r = json.loads(f.read_text())
+        same = {x["seed"]: x["fooled"] for x in r["runs"] if x["variant"] == "arbibench_reference_start"}
+        ref = {x["seed"]: x["fooled"] for x in r["runs"] if x["variant"] == "reference"}
+        seeds = sorted(set(same) & set(ref))
+        if seeds:
+            apart = [(s, i) for s in seeds for i in range(len(r["indices"])) if same[s][i] != ref[s][i]]
+            print(f"\nFrom the same start ({r['model']}, {r['eps']}, {len(seeds)} seeds): arbibench and the reference "
+                  f"disagree on {len(apart)} of {len(seeds) * len(r['indices'])} image-seeds "
+                  f"{'(seed, image position): ' + str(apart) if apart else ''}")
+
+
+def check_starts(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
+    """Whether the two random starts differ in distribution: per seed, mean |delta| / eps and the share of pixels
+    within 1% of the eps-box's edge, for arbibench's start (AutoAttack's generator for APGD-CE) and the reference's."""
+    print("| seed | start | mean abs(delta) / eps | pixels within 1% of the edge |")
+    print("| ---: | --- | ---: | ---: |")
+    for seed in seeds:
+        draw = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)))
+        ours = Linf(eps).random_start(x, component_generator(draw, "apgd_ce")) - x
+        theirs = reference_start(x, eps, seed) - x
+        for label, d in (("arbibench", ours), ("reference", theirs)):
+            d = (d / eps).abs()
+            print(f"| {seed} | {label} | {float(d.mean()):.4f} | {100 * float((d > 0.99).float().mean()):.2f}% |")
 
 
 def main() -> None:
@@ -206,6 +269,12 @@ def main() -> None:
     pieces = sorted(args.pieces.glob("*.json"))
     if not pieces:
         raise SystemExit(f"no piece files in {args.pieces}: run benchmarks/autoattack_per_image.py first")
+    if args.check_starts:
+        piece = json.loads(pieces[0].read_text())
+        x_all, _, _ = load_cifar10(max(piece["indices"]) + 1, data_dir=args.data_dir)
+        rows = [piece["indices"][i] for i, ok in enumerate(piece["correct"]) if ok]
+        check_starts(x_all[torch.tensor(rows)], parse_eps(piece["eps"]), [int(t) for t in args.seeds.split(",")])
+        return
     for p in pieces:
         piece = json.loads(p.read_text())
         positions = (survivors(piece) if args.component == "square"
