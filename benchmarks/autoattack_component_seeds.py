@@ -195,7 +195,8 @@ def _summary(out: Path) -> None:
     files = sorted(out.glob("*.json"))
     if not files:
         raise SystemExit(f"no files in {out}: run without --summary first")
-    print("| component | model | eps | images | variant | seeds | fooled per seed | mean fooled | median s per run |")
+    print("| component | model | eps | images | variant | seeds | fooled per seed | mean fooled (SD) "
+          "| median s per run |")
     print("| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |")
     for f in files:
         r = json.loads(f.read_text())
@@ -206,8 +207,9 @@ def _summary(out: Path) -> None:
                 continue
             counts = [sum(x["fooled"]) for x in runs]
             secs = statistics.median(x["seconds"] for x in runs)  # median: a run that shared the cores stays out
+            sd = f" ({statistics.stdev(counts):.2f})" if len(counts) > 1 else ""
             print(f"| {component} | {r['model']} | {r['eps']} | {len(r['indices'])} | {v} | {len(runs)} | "
-                  f"{', '.join(map(str, counts))} | {sum(counts) / len(counts):.1f} | {secs:.0f} |")
+                  f"{', '.join(map(str, counts))} | {sum(counts) / len(counts):.1f}{sd} | {secs:.0f} |")
     print("\nPer image, seeds that broke it (arbibench vs the reference; only seeds both ran):")
     print("| component | model | eps (variant, seeds) | images arbibench broke more often | "
           "images the reference broke more often | sign test p |")
@@ -239,6 +241,13 @@ def _summary(out: Path) -> None:
             print(f"\nFrom the same start ({r['model']}, {r['eps']}, {len(seeds)} seeds): arbibench and the reference "
                   f"disagree on {len(apart)} of {len(seeds) * len(r['indices'])} image-seeds "
                   f"{'(seed, image position): ' + str(apart) if apart else ''}")
+        own = [sum(x["fooled"]) for x in r["runs"] if x["variant"] == "arbibench"]
+        theirs = [sum(x["fooled"]) for x in r["runs"] if x["variant"] == "arbibench_reference_start"]
+        if len(own) > 1 and len(theirs) > 1:
+            se = math.sqrt(statistics.variance(own) / len(own) + statistics.variance(theirs) / len(theirs))
+            t = (statistics.mean(theirs) - statistics.mean(own)) / se if se > 0 else math.inf
+            print(f"arbibench's code from the reference's starts against its own ({len(theirs)} and {len(own)} seeds): "
+                  f"{statistics.mean(theirs) - statistics.mean(own):+.2f} images fooled, Welch t = {t:.1f}")
 
 
 def check_starts(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
