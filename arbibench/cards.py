@@ -798,6 +798,15 @@ class FindingsDocument(Card):
     # what the 8-bit grid changes, from the grid-check cards of the compared models; absent where none was read
     grid: tuple[GridFinding, ...] | None = _field("record_list", of=GridFinding, omit_none=True)
     grid_stale: tuple[str, ...] | None = _field("list", of="text", omit_none=True)  # cards of replaced weights
+    # what the page reads beside the comparisons; absent from documents written before the page was generated
+    date: str | None = _field("text", omit_none=True)  # the day the report ran
+    setup: dict[str, Any] | None = _field("object", omit_none=True)  # the protocol's attacks, eps and images
+    models: tuple[dict[str, Any], ...] | None = _field("objects", omit_none=True)  # one line per model
+    # the literature's claims, judged; null where the paper makes none about the dataset
+    claims: tuple[dict[str, Any], ...] | None = _field("objects")
+    standard_twins: tuple[str, ...] | None = _field("list", of="text", omit_none=True)
+    left_out: dict[str, str] | None = _field("map", of="text", omit_none=True)  # model -> why it is not compared
+    page: str | None = _field("text", omit_none=True)  # where the markdown page went, for README's link
 
 
 FAMILY_ORDER = ("white-box", "black-box")

@@ -106,17 +106,16 @@ def findings_document(
     twins = {f.twin for f in (*findings, *per_column)}
     pairs = [(f.model, f.twin) for f in findings]
     grid, grid_stale = grid_findings(grid_cards, pairs, protocol.dataset, pins or {})
-    document = FindingsDocument(protocol=protocol.label, findings=tuple(f.to_row() for f in findings),
-                                per_column=tuple(f.to_row() for f in per_column),
-                                grid=tuple(grid) if grid or grid_stale else None,
-                                grid_stale=tuple(grid_stale) if grid or grid_stale else None)
-    return {
-        **document.to_dict(),
-        "date": (today or date.today()).isoformat(),
-        "setup": _setup(protocol),
-        "models": [_model_row(r) for r in sorted(results, key=lambda r: r.model_name)],
-        "claims": claim_rows(verdicts_of(findings), protocol.dataset),
-        "standard_twins": sorted(t for t in twins if standard_twin(t)),
-        "left_out": dict(sorted((left_out or {}).items())),
-        "page": None if page is None else page.as_posix(),
-    }
+    return FindingsDocument(
+        protocol=protocol.label, findings=tuple(f.to_row() for f in findings),
+        per_column=tuple(f.to_row() for f in per_column),
+        grid=tuple(grid) if grid or grid_stale else None,
+        grid_stale=tuple(grid_stale) if grid or grid_stale else None,
+        date=(today or date.today()).isoformat(),
+        setup=_setup(protocol),
+        models=tuple(_model_row(r) for r in sorted(results, key=lambda r: r.model_name)),
+        claims=None if (claims := claim_rows(verdicts_of(findings), protocol.dataset)) is None else tuple(claims),
+        standard_twins=tuple(sorted(t for t in twins if standard_twin(t))),
+        left_out=dict(sorted((left_out or {}).items())),
+        page=None if page is None else page.as_posix(),
+    ).to_dict()
