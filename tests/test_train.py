@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 
 from arbibench.models.architectures import build_model
 from arbibench.train import Recipe, augment, learning_rate, train
+from arbibench.train.loop import latent_binary_weights
 
 
 def _digest(path):
@@ -95,6 +96,29 @@ def test_a_scheduled_surrogate_is_compiled_once_per_epoch(tmp_path, data_dir, mo
     recipe = Recipe(method=method, epochs=3, batch_size=64, train_examples=64, optimizer="adam", lr=1e-3)
     train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=50, compile_model=True)
     assert calls == {"compile": compiles, "reset": compiles}
+
+
+def test_a_distilled_run_compiles_its_teacher_with_the_student(tmp_path, data_dir, monkeypatch):
+    # the FP teacher's forward is a fifth of a distilled step: under --compile it runs compiled too, every step
+    import arbibench.train.loop as loop
+
+    calls: dict[str, int] = {}
+
+    def fake_compile(model, **kw):
+        kind = "teacher" if not latent_binary_weights(model) else "student"
+        calls[kind] = 0
+
+        def forward(x):
+            calls[kind] += 1
+            return model(x)
+
+        return forward
+
+    monkeypatch.setattr(loop.torch, "compile", fake_compile)
+    recipe = Recipe(method="bnn", epochs=1, batch_size=32, train_examples=64, optimizer="adam", lr=1e-3,
+                    teacher="resnet20_fp", kd_weight=1.0, ce_weight=0.0)
+    train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=50, compile_model=True)
+    assert calls == {"student": 2, "teacher": 2}  # two steps, each through both compiled forwards
 
 
 def test_a_finished_run_is_read_back_not_recalibrated_again(tmp_path, data_dir):

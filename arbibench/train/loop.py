@@ -173,6 +173,7 @@ class _Run:
     validation: dict[str, Any] | None = None
     execution: Execution = field(default_factory=Execution)
     forward: Callable[[torch.Tensor], torch.Tensor] | None = None  # the compiled training forward, when compiled
+    teacher_forward: Callable[[torch.Tensor], torch.Tensor] | None = None  # the teacher's, compiled with it
 
 
 def _check_recipe(recipe: Recipe) -> None:
@@ -323,6 +324,11 @@ def _epoch(
             run.forward = torch.compile(run.model)
         else:
             run.forward = torch.compile(run.model, mode=ex.compile_mode)
+        if run.teacher is not None:
+            # the FP teacher's eager forward is about a fifth of a distilled step; compiled, it recompiles in
+            # seconds after a reset (benchmarks/train_throughput.py --layouts --compile measures both together)
+            run.teacher_forward = (torch.compile(run.teacher) if ex.compile_mode == "default"
+                                   else torch.compile(run.teacher, mode=ex.compile_mode))
     steps = math.ceil(len(data.y_train) / recipe.batch_size)
     task = progress.add_task(f"epoch {epoch + 1}/{recipe.epochs}", total=steps, info="")
     loss, acc = _optimise(recipe, run, resident, epoch, progress, task)
@@ -416,7 +422,7 @@ def _loss(recipe: Recipe, run: _Run, logits: torch.Tensor, xb: torch.Tensor, yb:
     if run.teacher is None:
         return F.cross_entropy(logits, yb)
     with torch.no_grad():
-        teacher_logits = run.teacher(xb)
+        teacher_logits = (run.teacher if run.teacher_forward is None else run.teacher_forward)(xb)
     loss = recipe.kd_weight * distillation_loss(logits, teacher_logits)
     if recipe.ce_weight:
         loss = loss + recipe.ce_weight * F.cross_entropy(logits, yb)
@@ -460,7 +466,7 @@ def _measure(
 def _finish(recipe: Recipe, run: _Run, data: _Data, out: Path) -> dict[str, Any]:
     """The shipped weights (best validation epoch, re-estimated statistics) and the summary, measured once, on the
     CPU and in float32 whatever the run trained on, as every shipped checkpoint is measured."""
-    run.model, run.forward = run.model.float().cpu(), None
+    run.model, run.forward, run.teacher_forward = run.model.float().cpu(), None, None
     model, history = run.model, run.history
     set_training_progress(model, 1.0)  # the deployed state, the one a freshly built model starts in
     summary: dict[str, Any] = {
