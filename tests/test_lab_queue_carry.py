@@ -328,3 +328,81 @@ def test_the_add_rows_command_gives_each_unfinished_job_its_models_rows(tmp_path
     assert names == {"model_a", "model_c"}  # model_b's job is finished: its rows stay out of the store too
     assert (tmp_path / carry.rows_copy("full protocol: model_a")).is_file()
     assert not (tmp_path / carry.rows_copy("full protocol: model_b")).exists()  # finished: takes nothing
+
+
+def _rows(store: Path) -> set[tuple[object, ...]]:
+    with ResultStore(store) as s:
+        return set(s.conn.execute("SELECT * FROM outcomes")) | set(s.conn.execute("SELECT *, 'b' FROM batches"))
+
+
+def test_a_copy_leaves_out_the_rows_another_copy_of_its_store_holds(tmp_path):
+    # a job that reads every model of the store (a card rewrite) carries only what it added; together, all of it
+    store, first, every = tmp_path / "full.db", tmp_path / "first.db.gz", tmp_path / "every.db.gz"
+    key_a = _write_rows(store, "model_a", 7)
+    assert carry.export_rows(store, ("model_a",), first) == 7
+    _write_rows(store, "model_b", 5)
+    assert carry.export_rows(store, (), every, held_elsewhere=[first]) == 5
+    assert carry.export_rows(store, (), tmp_path / "whole.db.gz") == 12  # without: everything again
+    fresh = tmp_path / "fresh.db"
+    assert carry.merge_rows(every, fresh) == 5
+    with ResultStore(fresh) as s:  # model_a's evaluation and flag still travel: a few rows
+        assert s.flags(key_a) == {"unreliable": "a test flag"} and len(s.outcomes(key_a).sample_index) == 0
+    assert carry.merge_rows(first, fresh) == 7
+    assert _rows(fresh) == _rows(store)
+
+
+def test_compacting_copies_keeps_every_row_of_their_union_once(tmp_path):
+    store = tmp_path / "full.db"
+    for model, n in (("model_a", 40), ("model_b", 30), ("model_c", 20)):
+        _write_rows(store, model, n)
+    copies = [tmp_path / f"{name}.db.gz" for name in ("a", "ab", "all")]
+    carry.export_rows(store, ("model_a",), copies[0])
+    carry.export_rows(store, ("model_a", "model_b"), copies[1])
+    carry.export_rows(store, (), copies[2])  # written before copies left anything out: 40 + 70 + 90 rows
+    first = copies[0].read_bytes()
+    sizes = carry.compact(copies)
+    assert all(after <= before for before, after in sizes.values()) and sizes[copies[2]][1] < sizes[copies[2]][0]
+    assert copies[0].read_bytes() == first  # the first job's copy lost nothing: not rewritten
+    merged, counts = tmp_path / "merged.db", []
+    for copy in copies:
+        one = tmp_path / f"one-{copy.name}.db"
+        carry.merge_rows(copy, one)
+        counts.append(len(_rows(one)))
+        carry.merge_rows(copy, merged)
+    assert _rows(merged) == _rows(store)
+    assert sum(counts) == len(_rows(store))  # each row in one copy only
+
+
+def test_the_compact_command_rewrites_only_finished_jobs_copies(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from lab.__main__ import app
+
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "runs" / "q.db"
+    store.parent.mkdir()
+    for model in ("model_a", "model_b"):
+        _write_rows(store, model, 10)
+
+    def job(name: str) -> dict[str, object]:
+        return {"name": name, "snapshot": ["runs/q.db", "zoo_runs/q.db"], "steps": [["true"]]}
+
+    (tmp_path / "zoo_runs").mkdir()
+    names = ("full protocol: model_a", "cards: every model", "findings (running)")
+    (tmp_path / "zoo_runs" / "queue.json").write_text(json.dumps({"jobs": [job(n) for n in names]}))
+    (tmp_path / "zoo_runs" / "queue_state.json").write_text(
+        json.dumps({"finished": {names[0]: "x", names[1]: "y"}}))
+    for name, models in zip(names, [("model_a",), (), ()], strict=True):
+        Path(carry.rows_copy(name)).parent.mkdir(parents=True, exist_ok=True)
+        carry.export_rows(store, models, Path(carry.rows_copy(name)))
+    running_before = Path(carry.rows_copy(names[2])).read_bytes()
+    result = CliRunner().invoke(app, ["queue", "compact"])
+    assert result.exit_code == 0, result.output
+    assert "queue: 2 copies" in result.output
+    assert Path(carry.rows_copy(names[2])).read_bytes() == running_before  # the unfinished job's copy: untouched
+    fresh = tmp_path / "fresh.db"
+    for name in names[:2]:
+        carry.merge_rows(Path(carry.rows_copy(name)), fresh)
+    assert _rows(fresh) == _rows(store)
+    one = tmp_path / "cards.db"
+    assert carry.merge_rows(Path(carry.rows_copy(names[1])), one) == 10  # model_b's rows alone

@@ -259,6 +259,31 @@ def add_rows(
         console.print(f"queue: {rows} holds no rows that an unfinished job's carried copy lacks")
 
 
+@queue_app.command("compact")
+def compact(
+    plan: Path = typer.Option(PLAN, help="The queue's plan: whose branch copies share a store."),
+    state: Path = typer.Option(STATE, help="The queue's record of finished jobs (only their copies are rewritten)."),
+) -> None:
+    """Rewrite the finished protocol jobs' branch copies so that each row of a store is in one copy only (copies
+    written before the queue left out what the others hold); merged together they hold the same rows. Commit the
+    copies it names. An unfinished job's copy is left to the job, which writes it that way at its next copy."""
+    errors: tuple[type[Exception], ...] = (*QUEUE_ERRORS, sqlite3.Error)
+    try:
+        finished = QueueState.load(state).finished
+        stores: dict[str, list[Path]] = {}
+        for job in load_plan(plan):
+            if job.snapshot and job.name in finished and Path(carry.rows_copy(job.name)).is_file():
+                stores.setdefault(job.snapshot[0], []).append(Path(carry.rows_copy(job.name)))
+        sizes = {copy: size for copies in stores.values() for copy, size in carry.compact(copies).items()}
+    except errors as e:
+        fail(e)
+    for copy, (before, after) in sizes.items():
+        if after != before:
+            console.print(f"queue: {copy}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    total = sum(b for b, _ in sizes.values()), sum(a for _, a in sizes.values())
+    console.print(f"queue: {len(sizes)} copies, {total[0] / 1e6:.1f} MB -> {total[1] / 1e6:.1f} MB")
+
+
 def _named_job_models(job: Job) -> tuple[str, ...]:
     """The models a protocol job adds to its store, as ``arbibench protocol progress`` names them; a refusal there
     is this command's error."""

@@ -367,8 +367,11 @@ class Runner:
                     print(f"queue: copying {job.watch} to the branch failed: {e}", file=sys.stderr)
         if job.snapshot and (self.repo / job.snapshot[0]).is_file():
             copy = carry.rows_copy(job.name)
+            held = [self.repo / carry.rows_copy(o.name) for o in self.jobs
+                    if o.name != job.name and o.snapshot and o.snapshot[0] == job.snapshot[0]]
             try:
-                carry.export_rows(self.repo / job.snapshot[0], self._job_models(job), self.repo / copy)
+                carry.export_rows(self.repo / job.snapshot[0], self._job_models(job), self.repo / copy,
+                                  held_elsewhere=[c for c in held if c.is_file()])
                 paths.append(copy)
             except (OSError, sqlite3.Error) as e:  # the run goes on; the next copy may succeed
                 print(f"queue: copying the outcomes of {job.name!r} to the branch failed: {e}", file=sys.stderr)
