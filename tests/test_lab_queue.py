@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lab.queue import progress as progress_module
-from lab.queue.jobs import Job, QueueState, load_plan
+from lab.queue.jobs import Job, QueueState, load_checks, load_plan
 from lab.queue.progress import RunProgress
 from lab.queue.runner import Runner, pause, resume, running_pid
 
@@ -140,6 +140,10 @@ def test_the_shipped_plan_loads_and_holds_the_zoo_continuations():
         assert "deployed" in [s for s in job.steps if s[0] == "arbibench"][6]  # the deployed network deciding
     assert all(isinstance(j, Job) and j.steps for j in jobs)
     assert any(j.snapshot for j in jobs)  # the full-protocol stores are carried across sessions
+    # a job's outputs are committed only once the tests that read cards, boards and README accept them
+    checks = load_checks(Path(__file__).resolve().parents[1] / "zoo_runs" / "queue.json")
+    assert "tests/test_card_files.py" in checks and "tests/test_leaderboard.py" in checks
+    assert all((Path(__file__).resolve().parents[1] / c).is_file() for c in checks), checks
 
 
 def test_the_shipped_findings_read_only_stores_an_earlier_job_carried():

@@ -406,3 +406,31 @@ def test_the_compact_command_rewrites_only_finished_jobs_copies(tmp_path, monkey
     assert _rows(fresh) == _rows(store)
     one = tmp_path / "cards.db"
     assert carry.merge_rows(Path(carry.rows_copy(names[1])), one) == 10  # model_b's rows alone
+
+
+def test_outputs_that_fail_the_plan_s_checks_stay_uncommitted_until_they_pass(repo, tmp_path):
+    # the job writes a card the test suite refuses: the queue stops, nothing reaches the branch; fixed, it commits
+    write = [sys.executable, "-c", "import pathlib; pathlib.Path('card.json').write_text('{\"acc\": 120}')"]
+    (repo / "test_card.py").write_text(
+        "import json, pathlib\n\n\ndef test_acc_is_a_percentage():\n"
+        "    assert 0 <= json.loads(pathlib.Path('card.json').read_text())['acc'] <= 100\n")
+    plan = repo / "zoo_runs" / "queue.json"
+    plan.parent.mkdir(exist_ok=True)
+    job = {"name": "cards", "steps": [write], "commit": ["card.json"]}
+    plan.write_text(json.dumps({"checks": ["test_card.py"], "jobs": [job]}))
+    state = repo / "zoo_runs" / "state.json"
+
+    def run() -> int:
+        return Runner([], QueueState.load(state), repo, tmp_path / "runner", log=lambda m: None, plan=plan).run()
+
+    with pytest.raises(RuntimeError, match="(?s)fail the plan's checks.*acc_is_a_percentage"):
+        run()
+    assert "card.json" not in _tree(repo)
+    assert json.loads(state.read_text())["done_steps"] == {"cards": 1}
+    assert "cards" not in QueueState.load(state).finished
+    (repo / "card.json").write_text('{"acc": 91.5}')  # fixed by hand (or by the code that writes it, then rerun)
+    assert run() == 1
+    assert "card.json" in _tree(repo) and "cards" in QueueState.load(state).finished
+    plan.write_text(json.dumps({"checks": "test_card.py", "jobs": [job]}))
+    with pytest.raises(ValueError, match="list of test paths"):
+        run()

@@ -85,6 +85,17 @@ def load_plan(path: str | Path) -> list[Job]:
     return jobs
 
 
+def load_checks(path: str | Path) -> tuple[str, ...]:
+    """The plan's ``checks``: the test files that read what jobs commit (cards, boards, README), run before each job
+    that commits anything; none when the plan names none."""
+    p = Path(path)
+    raw = json.loads(p.read_text()) if p.is_file() else {}
+    checks = raw.get("checks", []) if isinstance(raw, dict) else []
+    if not isinstance(checks, list) or not all(isinstance(c, str) and c for c in checks):
+        raise ValueError(f"{p}: \"checks\" is a list of test paths, e.g. [\"tests/test_card_files.py\"]")
+    return tuple(checks)
+
+
 @dataclass
 class QueueState:
     """Finished steps per job (by index), the job's wall time, when each job ended, and for an unfinished job the

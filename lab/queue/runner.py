@@ -28,7 +28,7 @@ from pathlib import Path
 from arbibench.clock import active_clock
 from arbibench.files import atomic_write_text, pid_alive
 from lab.queue import carry, progress, resume_point
-from lab.queue.jobs import Job, QueueState, command_line, load_plan
+from lab.queue.jobs import Job, QueueState, command_line, load_checks, load_plan
 
 PRUNE_EVERY_S = 3600.0  # replaced resume points (about 4 MB each) leave the disk this often
 POLL_S = 5.0
@@ -226,8 +226,9 @@ class Runner:
 
     def __init__(self, jobs: list[Job], state: QueueState, repo: Path, run_dir: Path, *, threads: int = 2,
                  commit: bool = True, log: Callable[[str], object] = print, plan: Path | None = None,
-                 carry_every_s: float = carry.CARRY_EVERY_S) -> None:
+                 carry_every_s: float = carry.CARRY_EVERY_S, checks: tuple[str, ...] = ()) -> None:
         self.jobs, self.state, self.repo, self.run_dir, self.plan = jobs, state, repo, run_dir, plan
+        self.checks = checks  # a runner with a plan reads them from it at each job boundary
         self.threads, self.commit, self.log, self.carry_every_s = threads, commit, log, carry_every_s
         self._last_prune = 0.0
         self._last_carry = 0.0
@@ -255,7 +256,7 @@ class Runner:
         """The first unfinished job, the plan read again first when the runner has one: a job added to or moved in
         ``queue.json`` while the queue runs takes its place at the next job boundary."""
         if self.plan is not None:
-            self.jobs = load_plan(self.plan)
+            self.jobs, self.checks = load_plan(self.plan), load_checks(self.plan)
         return next((j for j in self.jobs if j.name not in self.state.finished and only in (None, j.name)), None)
 
     def _wait_for_holders(self) -> None:
@@ -295,16 +296,35 @@ class Runner:
                 self.state.elapsed_s.get(job.name, 0.0) + active_clock().now() - t0, 1)
             self.state.done_steps[job.name] = i + 1
             self.state.work_tree[job.name] = here
-            if i + 1 == len(job.steps):
-                self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-                del self.state.work_tree[job.name]
             self.state.save()  # on disk after every step; on the branch with the resume copies and at the end
+        if self.commit and job.commit:
+            self._check(job)
+        self.state.finished[job.name] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        self.state.work_tree.pop(job.name, None)
+        self.state.save()
         if self.commit:
             # One commit for the finished job: its outputs together (a retrained checkpoint and the cards measured
             # on it, a card and the board made from it), the queue's record, and its final branch copies.
             paths = [*self._record_paths(), *job.commit, *self._carry_paths(job, finished=True)]
             git_commit(paths, f"Queue: {job.name}, finished", self.repo)
         self.log(f"queue: {job.name} finished")
+
+    def _check(self, job: Job) -> None:
+        """Run the plan's checks on what the job's steps wrote, before it is committed: outputs that the test suite
+        would refuse (a card its reader cannot round-trip, a board that says what the cards do not) stay uncommitted
+        and the queue stops, so the branch, and CI on it, never holds them. Fixed, the same ``make queue`` runs the
+        checks again and commits."""
+        if not self.checks:
+            return
+        self._wait_for_holders()
+        self.log(f"queue: {job.name}: checking its outputs ({' '.join(self.checks)})")
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *self.checks],
+                                cwd=self.repo, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+            raise RuntimeError(f"{job.name}: its outputs fail the plan's checks, so they stay uncommitted: fix them "
+                               f"(or the code that reads them), then `make queue` checks again and commits\n{tail}")
 
     def _restore(self, job: Job) -> None:
         """Bring the job's run folder and store back from its resume point and the branch's copies (a fresh checkout,
