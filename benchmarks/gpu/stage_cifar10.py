@@ -30,7 +30,7 @@ MARGIN = 2 * 2**20  # the queue may commit between calls: room for a few MB of n
 FILES = ("train_0.npz", "train_1.npz", "train_2.npz", "train_3.npz", "train_4.npz", "test.npz")
 CARRIED = Path(".gpu_data")  # in the checkout, ignored by git, named in the call's carry
 PLAN_DIR = Path(os.environ.get("ARBIBENCH_GPU_STAGE", "/tmp/arbibench-gpu-stage"))  # here, outside the checkout
-DATA = Path(os.environ.get("ARBIBENCH_GPU_DATA", "/root/arbibench-data"))  # there, outside the checkout
+DATA = Path(os.environ.get("ARBIBENCH_GPU_DATA", Path.home() / "arbibench-data"))  # there, outside the checkout
 
 
 def travelling_bytes(repo: Path) -> int:

@@ -5,7 +5,7 @@
 #   MODELS=resnet20_fp,resnet20_bnn MINUTES=8 EXTRA="--compile --autocast bf16" bash benchmarks/gpu/train_zoo.sh
 # (EXTRA: what benchmarks/train_epoch_device.py measured faster on that GPU; nothing by default)
 set -uo pipefail
-DATA="${ARBIBENCH_GPU_DATA:-/root/arbibench-data}"
+DATA="${ARBIBENCH_GPU_DATA:-$HOME/arbibench-data}"
 MODELS="${MODELS:-resnet20_bnn,resnet20_xnor,resnet20_dorefa,resnet20_xnorpp}"  # at most 8 (files back)
 MINUTES="${MINUTES:-8}"
 RUNS="${RUNS:-zoo_runs/gpu}"
