@@ -381,6 +381,9 @@ def test_status_names_the_running_job_and_a_training_s_hours_so_far(tmp_path, mo
     assert live["done"][0].startswith("finished") and live["training"][0] == "running"
     assert live["done"][2] == ""  # a finished training whose run folder is gone claims no epoch count
     assert live["later"][0] == "waiting" and live["later"][2] == "epoch 0 of 30"
+    (runner_dir / "pid").unlink()  # every step of "later" ran, but the plan's checks held its commit back
+    state.write_text(json.dumps({**json.loads(state.read_text()), "done_steps": {"done": 1, "later": 1}}))
+    assert rows()["later"][0] == "outputs await the checks"
 
 
 def test_status_projects_a_full_protocol_job_from_its_quick_card(tmp_path, monkeypatch):

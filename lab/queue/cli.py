@@ -124,6 +124,8 @@ def _job_progress(job: Job, st: QueueState, current: str | None
         return f"finished {st.finished[job.name]}", progress, seconds, 0.0, None
     if job.name == current:
         label = "running"
+    elif st.done_steps.get(job.name) == len(job.steps):  # every step ran: the plan's checks held its commit back
+        label = "outputs await the checks"
     elif st.done_steps.get(job.name) or (job.watch and _run_state(job) is not None):
         label = "stopped mid-job"
     else:
