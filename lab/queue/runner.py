@@ -226,9 +226,9 @@ class Runner:
 
     def __init__(self, jobs: list[Job], state: QueueState, repo: Path, run_dir: Path, *, threads: int = 2,
                  commit: bool = True, log: Callable[[str], object] = print, plan: Path | None = None,
-                 carry_every_s: float = carry.CARRY_EVERY_S, checks: tuple[str, ...] = ()) -> None:
+                 carry_every_s: float = carry.CARRY_EVERY_S) -> None:
         self.jobs, self.state, self.repo, self.run_dir, self.plan = jobs, state, repo, run_dir, plan
-        self.checks = checks  # a runner with a plan reads them from it at each job boundary
+        self.checks: tuple[str, ...] = ()  # the plan's, read with its jobs at each job boundary
         self.threads, self.commit, self.log, self.carry_every_s = threads, commit, log, carry_every_s
         self._last_prune = 0.0
         self._last_carry = 0.0
