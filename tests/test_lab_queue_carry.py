@@ -343,6 +343,9 @@ def test_a_copy_leaves_out_the_rows_another_copy_of_its_store_holds(tmp_path):
     _write_rows(store, "model_b", 5)
     assert carry.export_rows(store, (), every, held_elsewhere=[first]) == 5
     assert carry.export_rows(store, (), tmp_path / "whole.db.gz") == 12  # without: everything again
+    damaged = tmp_path / "damaged.db.gz"
+    damaged.write_bytes(first.read_bytes()[:100])
+    assert carry.export_rows(store, (), tmp_path / "kept.db.gz", held_elsewhere=[damaged]) == 12  # holds nothing
     fresh = tmp_path / "fresh.db"
     assert carry.merge_rows(every, fresh) == 5
     with ResultStore(fresh) as s:  # model_a's evaluation and flag still travel: a few rows
