@@ -91,6 +91,7 @@ __all__ = [
     "Proportion",
     "Ratio",
     "SweepPoint",
+    "TrainingAttempt",
     "TrainingThreat",
     "TransferToDeployment",
     "card_json",
@@ -698,6 +699,30 @@ class PreviousVersion:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TrainingAttempt:
+    """A finished training run that did not replace the checkpoint (``compared_with``): it was not better on the
+    held-out images (or, without a held-out split, on the test set). Kept so that its learning curve can say whether
+    more epochs of its recipe help: a miss explained by a run that did not ship is still explained."""
+
+    date: str = _field("text", required=True)  # YYYY-MM-DD (UTC), when the run was compared and kept out
+    compared_with: str = _field("sha256", required=True)  # the shipped checkpoint it did not beat
+    recipe: dict[str, Any] = _field("object", required=True)
+    history: tuple[dict[str, Any], ...] = _field("objects", factory=tuple)  # its per-epoch record
+    train_time_s: float | None = _field("number", lo=0.0)
+    trained_on: str | None = _field("text")
+    clean_acc: float | None = _field("fraction")  # on the 10,000 test images, measured once at the run's end
+    val_examples: int | None = _field("integer", lo=1)
+    val_acc: float | None = _field("fraction")  # its chosen epoch on the held-out images
+    shipped_val_acc: float | None = _field("fraction")  # the shipped checkpoint on the same held-out images
+
+    @property
+    def best_val(self) -> tuple[int, float] | None:
+        """(epoch, held-out accuracy) of its best epoch; None without a held-out curve."""
+        points = [(int(h["epoch"]), float(h["val_acc"])) for h in self.history if h.get("val_acc") is not None]
+        return max(points, key=lambda p: (p[1], -p[0])) if points else None
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckpointCard(Card):
     """What a shipped checkpoint is (``models/checkpoints/<name>.json``): backbone, method, its sha256, its clean
     accuracy (a ratio), how it was trained, and every version it replaced. The recipe, the training history and the
@@ -731,10 +756,18 @@ class CheckpointCard(Card):
     validation: dict[str, Any] | None = _field("object", omit_none=True)  # held-out selection
     published: dict[str, Any] | None = _field("object", omit_none=True)  # the paper's own figure and the gap
     previous_versions: tuple[PreviousVersion, ...] = _field("record_list", of=PreviousVersion, factory=tuple)
+    # runs that did not replace it (or an earlier version), oldest first; absent until the first one
+    attempts: tuple[TrainingAttempt, ...] | None = _field("record_list", of=TrainingAttempt, omit_none=True)
 
     @property
     def adversarial(self) -> bool:
         return self.training == "adversarial"
+
+    @property
+    def attempts_on_this(self) -> tuple[TrainingAttempt, ...]:
+        """The attempts that were compared with these weights (not with a version this one replaced)."""
+        return tuple(a for a in self.attempts or () if a.compared_with == self.sha256)
+
 
     def replaced(self) -> PreviousVersion:
         """This card's version as the card of a re-export that replaces it records it."""

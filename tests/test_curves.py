@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from arbibench.cards import PIN_FILE, CheckpointCard, PreviousVersion
+from arbibench.cards import PIN_FILE, CheckpointCard, PreviousVersion, TrainingAttempt
 from arbibench.cli import app
-from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, read_curve
+from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, curves_figure, read_curve
 from arbibench.models.markdown import curves_markdown, shipped_cards, shipped_curves, zoo_readme_markdown
 
 runner = CliRunner()
@@ -84,6 +84,71 @@ def test_a_continued_run_draws_the_run_it_continued(tmp_path):
     assert reading.previous[1] == pytest.approx((52.0, 61.0))
     from_scratch = dataclasses.replace(continued, recipe={**card.recipe, "init_from": None})
     assert read_curve(from_scratch).previous is None  # type: ignore[union-attr]  # not its continuation
+
+
+def _attempt(card: CheckpointCard, compared_with: str | None = None) -> TrainingAttempt:
+    """A 4-epoch continuation that peaked at 77.4% held-out against the shipped model's 77.6%."""
+    return TrainingAttempt(date="2026-12-07", compared_with=compared_with or card.sha256,
+                           recipe={**card.recipe, "epochs": 4, "init_from": card.name},
+                           history=_history([0.70, 0.72, 0.75, 0.76], [0.71, 0.74, 0.774, 0.77]),
+                           val_examples=5000, val_acc=0.7742, shipped_val_acc=0.7758, clean_acc=0.765)
+
+
+def test_a_later_run_that_did_not_ship_decides_the_reading():
+    # a shipped run that underfits and still rises reads "undertrained"; a later run of the same recipe that did
+    # not beat it says more epochs were tried and did not help, with its numbers
+    card = _standard_cards()["resnet20_irnet"]
+    rising = [0.60, 0.65, 0.70, 0.72, 0.74, 0.75, 0.76, 0.78]
+    base = dataclasses.replace(card, history=_history(rising, rising), clean_acc=0.78)
+    assert read_curve(base).verdict().startswith("underfits and still rising")  # type: ignore[union-attr]
+    tried = dataclasses.replace(base, attempts=(_attempt(base),))
+    reading = read_curve(tried)
+    assert reading is not None and len(reading.attempts) == 1
+    assert reading.verdict() == "a later 4-epoch run did not beat it: more epochs of that recipe do not reach the goal"
+    sentence = reading.sentence()
+    assert "A later run of 4 epochs (2026-12-07) did not replace it: held-out 77.42% at its best epoch, 3" in sentence
+    assert "against the shipped model's 77.58% on the same images" in sentence
+    # an attempt against weights this checkpoint has since replaced says nothing about these weights
+    older = dataclasses.replace(base, attempts=(_attempt(base, compared_with="1" * 64),))
+    assert read_curve(older).attempts == ()  # type: ignore[union-attr]
+    assert read_curve(older).verdict().startswith("underfits and still rising")  # type: ignore[union-attr]
+    # a model that meets its goal still reads so
+    met = dataclasses.replace(tried, clean_acc=0.86)
+    assert read_curve(met).verdict() == "meets its goal"  # type: ignore[union-attr]
+
+
+def test_the_page_and_figure_show_a_later_run_that_did_not_ship():
+    curves = shipped_curves()
+    name = "resnet20_irnet"
+    card, _ = curves[name]
+    tried = dataclasses.replace(card, attempts=(_attempt(card),))
+    reading = read_curve(tried)
+    assert reading is not None
+    with_attempt = {**curves, name: (tried, reading)}
+    page = curves_markdown(with_attempt, figure="x.png")
+    section = page.split(f"### `{name}`", 1)[1].split("### ", 1)[0]
+    assert "The later run of 2026-12-07, not shipped: kd: 4 epochs from `resnet20_irnet`" in section
+    assert "did not replace it: held-out 77.42%" in section
+    assert reading.verdict() in page.split("## Per model", 1)[0]  # the table's row reads it too
+    assert page != curves_markdown(curves, figure="x.png")
+    figure = curves_figure({n: r for n, (_, r) in with_attempt.items()})
+    assert figure.startswith(b"\x89PNG") and figure != curves_figure({n: r for n, (_, r) in curves.items()})
+
+
+def test_an_attempt_round_trips_through_the_card_file(tmp_path):
+    card = _standard_cards()["resnet20_irnet"]
+    tried = dataclasses.replace(card, attempts=(_attempt(card),))
+    path = tmp_path / "resnet20_irnet.json"
+    path.write_text(json.dumps(tried.to_dict()))
+    back = CheckpointCard.read(path)
+    assert back.attempts == tried.attempts and back.attempts_on_this == tried.attempts
+    assert back.attempts[0].best_val == (3, 0.774)  # type: ignore[index]
+    assert "attempts" not in card.to_dict()  # a card without attempts writes none (no churn in shipped cards)
+    broken = tried.to_dict()
+    broken["attempts"][0]["compared_with"] = "not a hash"
+    path.write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"attempts\[0\]\.compared_with"):
+        CheckpointCard.read(path)
 
 
 def test_zoo_curves_writes_the_page_and_its_figure(tmp_path):

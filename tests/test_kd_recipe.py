@@ -275,8 +275,53 @@ def test_a_continuation_replaces_the_zoo_model_only_when_more_accurate(tmp_path,
     assert result.exit_code == 0, result.output
     assert "kept the zoo's resnet20_xnorpp (1.0000)" in result.output
     assert not (zoo / "resnet20_xnorpp.safetensors").exists()
-    assert json.loads(card.read_text()) == {**shipped, "clean_acc": 1.0}
+    kept = json.loads(card.read_text())  # the shipped card, unchanged but for the run it records as an attempt
+    assert {k: kept[k] for k in shipped} == shipped and kept["clean_acc"] == 1.0
+    assert [a["compared_with"] for a in kept["attempts"]] == ["0" * 64] and "recorded the run" in result.output
+    assert len(kept["attempts"][0]["history"]) == 1 and kept["attempts"][0]["recipe"]["init_from"] == "resnet20_xnorpp"
     card.write_text(json.dumps({**shipped, "clean_acc": 0.0}))  # the finished run beats it
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert json.loads(card.read_text())["sha256"] == _digest(zoo / "resnet20_xnorpp.safetensors")
+
+
+def test_zoo_attempt_records_a_finished_run_after_the_fact(tmp_path, data_dir):
+    # a continuation that did not ship (a run from before runs recorded themselves) goes into the shipped card once
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+    from arbibench.models.zoo import CHECKPOINT_DIR
+
+    recipe = _tiny("bnn", epochs=1, step1_epochs=0, train_examples=64, val_examples=100,
+                   init_from="resnet20_bnn", bn_recalibration_batches=0)
+    run = tmp_path / "runs" / "resnet20_bnn"
+    summary = train(recipe, run, data_dir, log=lambda m: None, eval_examples=50)
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    for suffix in (".safetensors", ".json"):
+        shutil.copy(CHECKPOINT_DIR / f"resnet20_bnn{suffix}", zoo)
+    shipped_sha = _digest(zoo / "resnet20_bnn.safetensors")
+    invoke = CliRunner().invoke
+    result = invoke(app, ["zoo", "attempt", str(run), "--model-dir", str(zoo)])
+    assert result.exit_code == 0, result.output
+    assert "recorded a 1-epoch run" in result.output
+    card_text = (zoo / "resnet20_bnn.json").read_text()
+    (attempt,) = json.loads(card_text)["attempts"]
+    assert attempt["compared_with"] == shipped_sha and attempt["val_examples"] == 100
+    assert attempt["shipped_val_acc"] == summary["validation"]["init_val_acc"]
+    assert attempt["history"] == summary["history"] and attempt["clean_acc"] == summary["clean_acc"]
+    again = invoke(app, ["zoo", "attempt", str(run), "--model-dir", str(zoo)])
+    assert again.exit_code == 0 and "already records this run" in again.output
+    assert (zoo / "resnet20_bnn.json").read_text() == card_text  # recording twice changes nothing
+    for args, message in (
+        ([str(run), "--name", "resnet20_xnor"], "trained resnet20_bnn, not resnet20_xnor"),
+        ([str(tmp_path)], "has no summary.json"),
+    ):
+        refused = invoke(app, ["zoo", "attempt", *args, "--model-dir", str(zoo)])
+        assert refused.exit_code == 2 and message in refused.output, refused.output
+    shutil.copy(zoo / "resnet20_bnn.safetensors", run / "model.safetensors")  # the run that shipped these weights
+    refused = invoke(app, ["zoo", "attempt", str(run), "--model-dir", str(zoo)])
+    assert refused.exit_code == 2 and "holds the shipped weights" in refused.output
+    assert (zoo / "resnet20_bnn.json").read_text() == card_text

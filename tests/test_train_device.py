@@ -219,9 +219,14 @@ def test_a_fresh_run_replaces_a_shipped_model_only_when_better_on_held_out_image
     assert kept.exit_code == 0, kept.output
     assert "kept the zoo's resnet20_bnn" in kept.output and "--replace ships the run anyway" in kept.output
     assert _digest(zoo / "resnet20_bnn.safetensors") == before
+    # the run that did not ship is in the shipped card, compared on the same 500 held-out images
+    (attempt,) = json.loads((zoo / "resnet20_bnn.json").read_text())["attempts"]
+    assert attempt["compared_with"] == before and attempt["val_examples"] == 500
+    assert attempt["val_acc"] < attempt["shipped_val_acc"] and len(attempt["history"]) == 1
     forced = runner.invoke(app, [*cmd, "--replace"])
     assert forced.exit_code == 0, forced.output
     card = json.loads((zoo / "resnet20_bnn.json").read_text())
+    assert card["attempts"] == [attempt]  # kept as history; it was compared with the version now replaced
     shipped = card["validation"]["shipped"]
     assert shipped["forced"] is True and shipped["trained_on_heldout"] is True
     assert shipped["val_acc"] > card["validation"]["val_acc"] and shipped["sha256"] == card["previous_versions"][-1][

@@ -1,5 +1,5 @@
-"""``arbibench zoo list``, ``zoo table``, ``zoo curves`` and ``zoo pin``: the model zoo owns its command;
-``arbibench/cli.py`` only wires it in. ``zoo table`` and ``zoo curves`` read cards and pins only
+"""``arbibench zoo list``, ``zoo table``, ``zoo curves``, ``zoo pin`` and ``zoo attempt``: the model zoo owns its
+command; ``arbibench/cli.py`` only wires it in. ``zoo table`` and ``zoo curves`` read cards and pins only
 (:mod:`arbibench.models.markdown`), so they load no torch."""
 
 from __future__ import annotations
@@ -188,6 +188,30 @@ def zoo_pin(
     except USER_ERRORS as e:
         fail(e)
     console.print(f"{name}: pinned {new}" + ("" if old == new else f" (was {old})"))
+
+
+@zoo_app.command("attempt")
+def zoo_attempt(
+    run_dir: Path = typer.Argument(..., help="A finished training run's folder (train --out OUT: OUT/<name>)."),
+    name: str | None = typer.Option(None, help="The zoo model it did not replace; default: the folder's name."),
+    model_dir: Path | None = typer.Option(None, help="Folder of checkpoint cards; default: the package's checkpoint "
+                                          "folder."),
+) -> None:
+    """Record a finished run that did not replace its zoo model in that model's card (`attempts`), so the learning
+    curves show what more training did. `train --export` records such a run itself; this records one after the fact."""
+    from arbibench.train.export import record_attempt  # start-up: export loads torch
+
+    target = name or run_dir.name
+    try:
+        recorded = record_attempt(run_dir, target, model_dir)
+    except USER_ERRORS as e:
+        fail(e)
+    if recorded is None:
+        console.print(f"{target}: its card already records this run; nothing changed")
+        return
+    best = recorded.best_val
+    held_out = "" if best is None else f", best held-out {100 * best[1]:.2f}% at epoch {best[0]}"
+    console.print(f"{target}: recorded a {len(recorded.history)}-epoch run{held_out} as an attempt that did not ship")
 
 
 def _check_new_name(name: str) -> None:

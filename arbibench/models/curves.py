@@ -10,7 +10,9 @@ batches, held-out accuracy on the 5,000 training images the run never trained on
   :data:`RISING_GAIN` points. Under a cosine or one-cycle schedule part of that late gain is the annealing itself,
   so the reading says "rising", never "would reach the goal";
 - a network that fits its training batches well above held-out (gap >= :data:`UNDERFIT_GAP`) will not reach its goal
-  by more epochs of the same recipe: the miss is the recipe.
+  by more epochs of the same recipe: the miss is the recipe;
+- *not beaten*: a later run that did not replace the checkpoint (the card's ``attempts``) answers the question
+  outright: more training of that run's recipe did not help, whatever the shipped run's own curve suggested.
 
 :func:`read_curve` reads one card and :func:`curves_figure` draws the readings; :mod:`arbibench.models.markdown`
 renders them as ``docs/learning-curves.md`` (``arbibench zoo curves``). Cards only, no torch.
@@ -22,7 +24,7 @@ import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from arbibench.cards import CheckpointCard
+from arbibench.cards import CheckpointCard, TrainingAttempt
 from arbibench.models.published import published_figure
 
 if TYPE_CHECKING:
@@ -30,11 +32,42 @@ if TYPE_CHECKING:
 
 UNDERFIT_GAP = 2.0  # points: training accuracy on augmented batches at most this far above held-out -> underfits
 RISING_GAIN = 0.5  # points: the last quarter's best held-out accuracy above the best before it -> still rising
-_TRAIN, _HELD_OUT = "#D55E00", "#0072B2"  # Okabe-Ito, as the leaderboard's figures
+_TRAIN, _HELD_OUT, _ATTEMPT = "#D55E00", "#0072B2", "#56B4E9"  # Okabe-Ito, as the leaderboard's figures
 _STYLE: dict[RcKeyType, Any] = {
     "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "axes.spines.top": False,
     "axes.spines.right": False, "axes.grid": True, "grid.color": "#e3e6ea", "grid.linewidth": 0.6,
 }
+
+
+@dataclass(frozen=True)
+class AttemptCurve:
+    """A later run that did not replace the checkpoint (percentages): its curve, its best held-out epoch and the
+    shipped checkpoint's figure on the same held-out images, which it did not beat."""
+
+    attempt: TrainingAttempt
+    train: tuple[float, ...]
+    val: tuple[float, ...] | None
+
+    @property
+    def best(self) -> tuple[int, float] | None:
+        best = self.attempt.best_val
+        return None if best is None else (best[0], 100 * best[1])
+
+    @property
+    def shipped_val(self) -> float | None:
+        value = self.attempt.shipped_val_acc
+        return None if value is None else 100 * value
+
+    def sentence(self) -> str:
+        """When, how long, and its best held-out epoch against the shipped figure."""
+        text = f"A later run of {len(self.train)} epochs ({self.attempt.date}) did not replace it"
+        best, chosen = self.best, self.attempt.val_acc
+        if best is not None:  # the figure it was compared on: its best epoch as exported (after any BN re-estimation)
+            figure = best[1] if chosen is None else 100 * chosen
+            text += f": held-out {figure:.2f}% at its best epoch, {best[0]}"
+            if self.shipped_val is not None:
+                text += f", against the shipped model's {self.shipped_val:.2f}% on the same images"
+        return text
 
 
 @dataclass(frozen=True)
@@ -52,6 +85,7 @@ class CurveReading:
     goal_met: bool | None  # None: no goal (adversarially trained or not in the published table)
     goal: float | None = None  # the zoo's goal for the model, in percent
     previous: tuple[tuple[float, ...], tuple[float, ...] | None] | None = None  # (train, val) of the run it continued
+    attempts: tuple[AttemptCurve, ...] = ()  # later runs that did not replace it, oldest first
 
     @property
     def fit_gap(self) -> float | None:
@@ -86,6 +120,9 @@ class CurveReading:
             return "no held-out curve in its card"
         if self.goal_met:
             return "meets its goal"
+        if self.attempts:
+            return (f"a later {len(self.attempts[-1].train)}-epoch run did not beat it: more epochs of that recipe "
+                    "do not reach the goal")
         if not self.underfits:
             return (f"fits its training batches {self.fit_gap:.1f} points above held-out: the recipe, not the "
                     "budget")
@@ -106,6 +143,8 @@ class CurveReading:
                 f"{self.val[-1]:.1f}% (gap {gap:+.1f} points)")
         if gain is not None:
             text += f"; the last {self.late_epochs} epochs {'added' if gain >= 0 else 'lost'} {abs(gain):.1f} points"
+        for a in self.attempts:
+            text += f". {a.sentence()}"
         return text + f". Reading: {self.verdict()}."
 
 
@@ -133,13 +172,20 @@ def read_curve(card: CheckpointCard) -> CurveReading | None:
     if last is not None and last.history and card.recipe.get("init_from") == card.name:  # a continuation
         _, p_train, p_val = _history_series(last.history)
         previous = (p_train, p_val)
+    attempts = []
+    for attempt in card.attempts_on_this:
+        if attempt.history:
+            _, a_train, a_val = _history_series(attempt.history)
+            attempts.append(AttemptCurve(attempt, a_train, a_val))
     return CurveReading(name=card.name, epochs=epochs, train=train, val=val, best_epoch=best, goal_met=goal_met,
-                        goal=None if goal_met is None or figure is None else 100 * figure.goal, previous=previous)
+                        goal=None if goal_met is None or figure is None else 100 * figure.goal, previous=previous,
+                        attempts=tuple(attempts))
 
 
 def curves_figure(curves: dict[str, CurveReading]) -> bytes:
     """One panel per reading: training (dashed) and held-out (solid) accuracy per epoch, the goal as a dotted line;
-    a continued run's predecessor drawn in grey before it. PNG bytes, byte-stable (no timestamp)."""
+    a continued run's predecessor drawn in grey before it, later runs that did not ship dash-dotted after it. PNG
+    bytes, byte-stable (no timestamp)."""
     import matplotlib as mpl  # start-up: matplotlib only when a figure is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -165,6 +211,12 @@ def curves_figure(curves: dict[str, CurveReading]) -> bytes:
             ax.plot(xs, r.train, color=_TRAIN, ls="--", lw=1.2, label="training (augmented)")
             if r.val is not None:
                 ax.plot(xs, r.val, color=_HELD_OUT, lw=1.4, label="held-out")
+            after = offset + len(r.epochs)
+            for a in r.attempts:  # each later run that did not ship, after the shipped one
+                if a.val is not None:
+                    ax.plot([after + i for i in range(1, len(a.val) + 1)], a.val, color=_ATTEMPT, lw=1.0, ls="-.",
+                            label="held-out, later run not shipped")
+                after += len(a.train)
             if r.goal is not None:
                 ax.axhline(r.goal, color="#59606b", ls=":", lw=0.9, label="goal")
             ax.set_title(name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import statistics
 from pathlib import Path
+from typing import Any
 
 from arbibench.cards import PIN_FILE, CheckpointCard, shipped_sha256
 from arbibench.files import atomic_write_bytes
@@ -33,6 +34,23 @@ def recipe_summary(card: CheckpointCard) -> str:
     r = card.recipe
     if not r:
         return "-"
+    text = recipe_line(r)
+    val = card.validation
+    if val:  # held-out selection: how many epochs ran, which one ships
+        text += (f"; {val['epochs_run']} of {r['epochs']} epochs run"
+                 f"{' (stopped early)' if val.get('stopped_early') else ''}"
+                 f", epoch {val['best_epoch']} picked on {val['examples']:,} held-out training images")
+    if r.get("bn_recalibration_batches"):
+        images = "augmented" if r.get("bn_recalibration_augment") else "un-augmented"
+        text += f", BN re-estimated on {r['bn_recalibration_batches']} {images} batches"
+        before = card.clean_acc_before_bn_recalibration
+        if before is not None:
+            text += f" ({100 * before:.2f}% before)"
+    return text
+
+
+def recipe_line(r: dict[str, Any]) -> str:
+    """A recipe (a card's or an attempt's) in a few words: kind, epochs and steps, start, optimiser, schedule."""
     epochs, step1 = r["epochs"], r.get("step1_epochs", 0)
     split = f" ({step1} + {epochs - step1})" if step1 else ""
     opt = f"{r['optimizer']} lr {r['lr']:g}"
@@ -49,18 +67,7 @@ def recipe_summary(card: CheckpointCard) -> str:
             text += ", binary weights throughout"
     else:
         text = f"{epochs} epochs {_start(r.get('init_from'))}"
-    text += f", {opt}, {r['schedule']}{' per step' if step1 else ''}"
-    val = card.validation
-    if val:  # held-out selection: how many epochs ran, which one ships
-        text += (f"; {val['epochs_run']} of {epochs} epochs run{' (stopped early)' if val.get('stopped_early') else ''}"
-                 f", epoch {val['best_epoch']} picked on {val['examples']:,} held-out training images")
-    if r.get("bn_recalibration_batches"):
-        images = "augmented" if r.get("bn_recalibration_augment") else "un-augmented"
-        text += f", BN re-estimated on {r['bn_recalibration_batches']} {images} batches"
-        before = card.clean_acc_before_bn_recalibration
-        if before is not None:
-            text += f" ({100 * before:.2f}% before)"
-    return text
+    return text + f", {opt}, {r['schedule']}{' per step' if step1 else ''}"
 
 
 def goal_status(name: str, clean_acc: float | None, *, adversarial: bool) -> str:
@@ -217,7 +224,9 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
         "it has capacity the run did not use. Its curve is *still rising* when the best held-out accuracy of the "
         f"run's last quarter beats the best before by {RISING_GAIN:g} points or more; under cosine and one-cycle "
         "schedules part of that late gain is the annealing, so rising says the run ended too soon, not that more "
-        "epochs would reach the goal. The adversarially trained checkpoints have no accuracy goal and are not shown.",
+        "epochs would reach the goal. A later run that did not beat the checkpoint on the held-out images (the card's "
+        "`attempts`) settles that question for its recipe: it is drawn dash-dotted after the shipped run and decides "
+        "the reading. The adversarially trained checkpoints have no accuracy goal and are not shown.",
         "",
         "| model | clean accuracy (test) | goal | paper | last run | held-out: epoch 1 -> best (epoch) | train - "
         "held-out at the end | last quarter | reading |",
@@ -241,6 +250,9 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
         lines += [f"### `{name}`", "", f"Recipe: {recipe_summary(card)}.", "", r.sentence()]
         if r.previous is not None:
             lines += ["", f"It continued a run of {len(r.previous[0])} epochs, drawn before it in the figure."]
+        for a in r.attempts:
+            lines += ["", f"The later run of {a.attempt.date}, not shipped: {recipe_line(a.attempt.recipe)}; drawn "
+                      "dash-dotted after it in the figure."]
         lines.append("")
     return "\n".join(lines)
 

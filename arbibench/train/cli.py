@@ -146,20 +146,7 @@ def train(
         f"({summary['train_time_s'] / 60:.1f} min of training)"
     )
     if export:
-        if recipe.init_from == name and not _continuation_is_better(name, summary, zoo_dir):
-            return
-        if recipe.init_from != name and recipe.val_examples and not _fresh_run_replaces(
-            name, summary, run_dir, data_dir, zoo_dir, replace
-        ):
-            return
-        fault_point("train.export")  # crash tests kill here (arbibench.faults)
-        from arbibench.train.export import export_checkpoint  # start-up: export loads the zoo and torch
-
-        try:
-            card = export_checkpoint(run_dir, name, zoo_dir)
-        except train_errors() as e:
-            fail(e)
-        console.print(f"exported {card}")
+        _export(name, summary, recipe.init_from, bool(recipe.val_examples), run_dir, data_dir, zoo_dir, replace)
 
 
 # The options every member of a side-by-side group gets (``--models``), as this command spells them.
@@ -204,6 +191,34 @@ def _train_side_by_side(names: str, out: Path, device: str, shared: list[str]) -
         raise typer.Exit(1)
     if any(c == EXIT_TIME_LIMIT for c in status.values()):
         raise typer.Exit(EXIT_TIME_LIMIT)
+
+
+def _export(name: str, summary: dict[str, Any], init_from: str | None, held_out: bool, run_dir: Path,
+            data_dir: Path | None, zoo_dir: Path | None, force: bool) -> None:
+    """Ship a finished run as the zoo's ``name`` if it beats the shipped model; else record it in that card's
+    ``attempts``, so its curve still says what the extra training did."""
+    from arbibench.train.export import export_checkpoint, record_attempt  # start-up: export loads the zoo and torch
+
+    if (init_from == name and not _continuation_is_better(name, summary, zoo_dir)) or (
+        init_from != name and held_out and not _fresh_run_replaces(name, summary, run_dir, data_dir, zoo_dir, force)
+    ):
+        try:
+            recorded = record_attempt(run_dir, name, zoo_dir)
+        except FileNotFoundError as e:  # no card to record it in: the kept model is not the zoo's
+            console.print(f"not recorded as an attempt: {e}")
+            return
+        except train_errors() as e:
+            fail(e)
+        if recorded is not None:
+            console.print(f"recorded the run in {name}'s card as an attempt that did not ship "
+                          "(`arbibench zoo curves` shows its curve)")
+        return
+    fault_point("train.export")  # crash tests kill here (arbibench.faults)
+    try:
+        card = export_checkpoint(run_dir, name, zoo_dir)
+    except train_errors() as e:
+        fail(e)
+    console.print(f"exported {card}")
 
 
 def _fresh_run_replaces(
