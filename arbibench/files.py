@@ -11,6 +11,7 @@ Stdlib only, so every layer (the torch-free card schema and leaderboard included
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -21,8 +22,8 @@ from typing import IO
 from arbibench.faults import fault_point
 
 __all__ = [
-    "TMP_SUFFIX", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "pid_alive",
-    "sha256_file",
+    "TMP_SUFFIX", "atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "check_writable",
+    "pid_alive", "sha256_file",
 ]
 
 #: Every temporary this module creates is ``.<name>.<pid>.tmp`` beside its target, so a test can tell none was left.
@@ -68,6 +69,46 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def _advice(code: int | None, path: Path) -> str:
+    """The fix for a failed write of ``path``: a full disk and a folder in the file's place want different ones."""
+    if code == errno.EISDIR:
+        return f"it is a folder: name a file in it (e.g. {path / 'out.json'}), then rerun"
+    if code == errno.ENOENT:
+        return f"{path.parent} cannot be created there: pick another path, then rerun"
+    if code == errno.ENOTDIR:
+        return "part of its folder path is a file, not a folder: pick another path, then rerun"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "free disk space, then rerun"
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make {path.parent} writable or pick another path, then rerun"
+    return f"free disk space or make {path.parent} writable, then rerun"
+
+
+def check_writable(path: str | os.PathLike[str], *, folder: bool = False) -> Path:
+    """``path`` (a file, or with ``folder=True`` a folder to write into), checked before a command's work instead of
+    after it: one ``OSError`` naming what is in the way, creating nothing (the write creates missing folders).
+
+    Refused: a folder where a file goes (or a file where a folder goes), a parent path through a file, and a nearest
+    existing folder this process cannot write in.
+    """
+    path = Path(path)
+    if path.is_dir() and not folder:
+        raise IsADirectoryError(errno.EISDIR, f"{path} is a folder, not a file: name a file in it, e.g. "
+                                f"{path / 'out.json'}")
+    if path.exists() and not path.is_dir() and folder:
+        raise NotADirectoryError(errno.ENOTDIR, f"{path} is a file, not a folder: pick another path")
+    existing = path if folder and path.is_dir() else path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the write creates the missing folders below it
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot write {path}: {existing} is a file, not a folder; pick "
+                                 "another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"cannot write {path}: {existing} is not writable; make it writable or "
+                              "pick another path")
+    return path
+
+
 def atomic_write(write: Callable[[IO[bytes]], object], path: str | os.PathLike[str], *,
                  fault: str | None = None) -> Path:
     """``write(file)`` into a temporary beside ``path``, fsync it, then rename it over ``path``; returns ``path``.
@@ -90,7 +131,7 @@ def atomic_write(write: Callable[[IO[bytes]], object], path: str | os.PathLike[s
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        message = f"cannot write {path}: {e.strerror or e}; free disk space or make {path.parent} writable, then rerun"
+        message = f"cannot write {path}: {e.strerror or e}; {_advice(e.errno, path)}"
         raise OSError(*((e.errno, message) if e.errno is not None else (message,))) from e
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -26,5 +26,7 @@ console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ e
 
 def fail(e: Exception) -> NoReturn:
     """Print a user error (no traceback) and exit with status 2."""
-    console.print(f"[bold red]error:[/] {escape(str(e))}")  # escaped: a message may hold brackets ('arbibench[ray]')
+    # the message as it is: brackets escaped ('arbibench[ray]'), and no emoji codes (a model named ':smile:', a
+    # surrogate 'tanh:abc' whose ':abc' rich would read as one)
+    console.print(f"[bold red]error:[/] {escape(str(e))}", emoji=False)
     raise typer.Exit(2)

@@ -61,6 +61,7 @@ def test_imagenet_predicts_the_opposite_white_box_direction_and_nothing_is_untes
     assert white.expected == MORE_ROBUST and white.status == DOES_NOT_HOLD and white.opposite == 1
     alike = next(c for c in checks if c.setting == "white-box" and not c.claim.startswith("BNNs"))
     assert alike.status == UNTESTED and alike.summary() == UNTESTED  # one BNN cannot be alike anything
+    assert (alike.n_models, alike.as_claimed) == (1, 0)  # and is not counted as behaving as claimed
     assert all(c.status == UNTESTED for c in checks if c.setting == "black-box")
     with pytest.raises(ValueError, match="claims for cifar10, imagenet"):
         check_claims(verdicts, "cifar100")
@@ -79,4 +80,5 @@ def test_verdicts_from_a_report_json_match_the_comparisons_and_the_markdown_sets
     assert white.endswith("| holds (1 of 1) | does not hold (0 of 1) |")
     assert "| 1 | 1 | 0 |" in white  # BNNs, as claimed, opposite
     alike = next(line for line in lines if line.startswith("| Different BNNs behave alike | white-box"))
-    assert "| 1 | 1 | - |" in alike  # the similarity claim has no opposite
+    # one BNN: the similarity claim is not tested, so no BNN counts as behaving as claimed; it has no opposite
+    assert "| 1 | 0 | - | not tested |" in alike

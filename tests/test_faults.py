@@ -301,9 +301,17 @@ def test_card_folder_not_writable_then_rerun_resumes(
 ) -> None:
     monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
     monkeypatch.setenv("COLUMNS", "200")
+    import arbibench.evaluation.cli as eval_cli
+
     db = tmp_path / "s.db"
     args = [*EVAL, "--store", str(db), "--model-info"]
     result = CliRunner().invoke(app, [*args, str(read_only_folder / "mi")])
+    assert result.exit_code == 2 and "--model-info" in result.output and "not writable" in result.output
+    assert not db.exists()  # refused before any work
+    # a folder that turns read-only while the evaluation runs: the card fails, the evaluation is kept
+    with monkeypatch.context() as m:
+        m.setattr(eval_cli, "check_writable", lambda path, folder=False: path)
+        result = CliRunner().invoke(app, [*args, str(read_only_folder / "mi")])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.strip().startswith("error:") or "\nerror:" in result.output, result.output
     done = store_state(db)

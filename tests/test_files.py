@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from arbibench.files import atomic_write, atomic_write_bytes, atomic_write_json, atomic_write_text, sha256_file
+from arbibench.files import (
+    atomic_write,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_writable,
+    sha256_file,
+)
 
 
 def test_writes_create_folders_and_leave_no_temporary(tmp_path: Path) -> None:
@@ -49,6 +56,30 @@ def test_disk_full_is_one_error_naming_the_file(tmp_path: Path, monkeypatch: pyt
     monkeypatch.undo()
     assert info.value.errno == errno.ENOSPC
     assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["f.txt"]
+
+
+def test_a_folder_in_the_files_place_is_named_not_a_full_disk(tmp_path: Path) -> None:
+    """``--json /tmp`` used to be told to free disk space or make / writable."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    with pytest.raises(OSError, match=f"cannot write {folder}: .*it is a folder: name a file in it") as info:
+        atomic_write_text("x\n", folder)
+    assert "free disk space" not in str(info.value) and info.value.errno == errno.EISDIR
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and not any(folder.iterdir())
+
+
+def test_check_writable_refuses_what_the_write_would_fail_on_and_creates_nothing(tmp_path: Path) -> None:
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("")
+    with pytest.raises(IsADirectoryError, match="is a folder, not a file"):
+        check_writable(tmp_path)
+    with pytest.raises(NotADirectoryError, match="is a file, not a folder"):
+        check_writable(a_file, folder=True)
+    with pytest.raises(NotADirectoryError, match=f"{a_file} is a file, not a folder"):
+        check_writable(a_file / "sub" / "r.json")
+    assert check_writable(tmp_path / "new" / "deeper" / "r.json") == tmp_path / "new" / "deeper" / "r.json"
+    assert check_writable(a_file) == a_file and check_writable(tmp_path / "cards", folder=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
 
 
 def test_json_refuses_nan_instead_of_writing_invalid_json(tmp_path: Path) -> None:

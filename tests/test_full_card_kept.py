@@ -91,3 +91,20 @@ def test_an_eval_card_keeps_the_full_card_and_says_so(tmp_path, data_dir):
     benchmark(model, attacks=["fgsm"], n_examples=8, batch_size=8, data_dir=data_dir,
               store=tmp_path / "s.db", model_info=info, to_disk=True, progress=False, checks=False)
     assert json.loads(card.read_text())["name"] == model
+
+
+def test_eval_says_in_one_line_which_card_it_kept_or_wrote(tmp_path, data_dir):
+    """``eval --model-info`` used to show the kept card as a Python warning with a source line, and the written card
+    not at all."""
+    info, model = tmp_path / "info", _full_model()
+    card = _shipped_full_card(info, model)
+    before = card.read_bytes()
+    args = ["eval", "-m", model, "-n", "8", "--batch-size", "8", "--attacks", "fgsm", "--no-checks", "--store",
+            str(tmp_path / "s.db"), "--data-dir", str(data_dir), "--model-info", str(info)]
+    out = _run(args)
+    assert card.read_bytes() == before
+    assert f"note: kept {card}: the full-protocol card" in " ".join(out.split())
+    assert "Warning" not in out and "warn(" not in out
+    card.unlink()
+    out = _run(args)
+    assert f"wrote {card}" in " ".join(out.split()) and json.loads(card.read_text())["name"] == model

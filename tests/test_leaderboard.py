@@ -518,6 +518,13 @@ def test_server_binds_loopback_only(built: Path) -> None:
         server.server_close()
 
 
+def test_serve_refuses_a_port_outside_the_range_before_binding(tmp_path: Path) -> None:
+    for port in ("99999", "-1"):
+        result = CliRunner().invoke(leaderboard_app, ["serve", "--dir", str(tmp_path), "--port", port])
+        assert result.exit_code == 2 and "Invalid value for '--port'" in result.output, result.output
+        assert not isinstance(result.exception, OverflowError)
+
+
 def _markdown_rows(section: str) -> list[list[str]]:
     """The body rows of the first markdown table in ``section``."""
     lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
@@ -610,6 +617,36 @@ def test_a_ranking_across_protocol_sizes_is_marked_and_filterable(tmp_path: Path
     page = (tmp_path / "site" / "index.html").read_text()
     assert 'data-size="full"' in page and 'data-size="quick"' in page
     assert '<option value="full">full protocol</option><option value="quick">quick protocol</option>' in page
+
+
+def test_a_card_of_one_evaluation_is_never_ranked_as_a_protocol_card(tmp_path: Path) -> None:
+    # `arbibench eval --model-info` writes a card without a protocol (10 images, one attack, say): it must not read
+    # as "full", and ranked among full cards it gets the dagger; the provenance names the folder read
+    model_info = make_model_info(tmp_path, examples=False).rename(tmp_path / "cards_of_mine")
+    folder = model_info / "cifar10" / "Linf"
+    for path in folder.glob("*.json"):
+        card = json.loads(path.read_text())
+        card["quick"] = False
+        path.write_text(json.dumps(card))
+    one = json.loads((folder / "resnet20_fp.json").read_text())
+    one["protocol"], one["quick"] = None, None
+    (folder / "resnet20_fp.json").write_text(json.dumps(one))
+    out = tmp_path / "board.md"
+    result = CliRunner().invoke(leaderboard_app, ["table", "--model-info", str(model_info), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    linf = out.read_text().split("· L∞ (")[1].split("### ")[0]
+    rows = {r[1]: r for r in _markdown_rows(linf.split("ACC_norm per attack:")[0])}
+    assert rows["`resnet20_fp`"][3] == "eval" and rows["`resnet20_fp`"][0].endswith("†")
+    assert all(r[3] == "full" and "†" not in r[0] for n, r in rows.items() if n != "`resnet20_fp`")
+    assert "mixes protocol sizes" in linf and "an `eval` card" in linf
+    build_site(model_info, tmp_path / "site", "png")
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert 'data-size="eval"' in page and '<option value="eval">single evaluations</option>' in page
+    doc = tmp_path / "LEADERBOARD.md"
+    result = CliRunner().invoke(leaderboard_app, ["markdown", "--model-info", str(model_info), "--out", str(doc)])
+    assert result.exit_code == 0, result.output
+    # the folder by its name (no machine path in a page meant for a repository)
+    assert "in `cards_of_mine/` and" in doc.read_text() and "in `model_info/`" not in doc.read_text()
 
 
 def test_model_page_says_what_the_numbers_were_measured_on(tmp_path: Path) -> None:

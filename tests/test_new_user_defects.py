@@ -271,3 +271,121 @@ def test_a_residual_that_broadcasts_runs_on_the_kernel_as_on_the_emulator(images
     kernel, emulator = deploy(model, backend="kernel"), deploy(model, backend="emulator")
     assert any(isinstance(m, DeployedConv2d) and m.glue is not None for m in kernel.modules())  # the add was fused
     assert torch.equal(kernel(images), emulator(images))
+
+
+# --- a second new user: every mistake refused before any work, not after it ---
+
+
+def _no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any model or image loaded fails the test: the refusal must come before them."""
+    import arbibench.data.datasets as datasets
+    import arbibench.evaluation.benchmark as benchmark_module
+    import arbibench.models.zoo as zoo
+    import arbibench.protocol.grid_check as grid_check
+    import arbibench.protocol.run as protocol_run
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("work began before the refusal")
+
+    for module, name in ((benchmark_module, "load_dataset"), (benchmark_module, "load_model"), (zoo, "load_model"),
+                         (datasets, "load_dataset"), (grid_check, "run_grid_check"), (protocol_run, "run_protocol")):
+        monkeypatch.setattr(module, name, refuse)
+
+
+def test_an_output_path_that_is_a_folder_is_refused_before_any_work(env: None, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--json /tmp`` used to crash with a traceback after all the work, advising to free disk space."""
+    _no_work(monkeypatch)
+    store, folder = tmp_path / "s.db", tmp_path / "out"
+    folder.mkdir()
+    _refused(["eval", "-m", "resnet20_bnn", "-n", "5", "--attacks", "fgsm", "--store", str(store), "--json",
+              str(folder)], "--json", "is a folder, not a file")
+    _refused(["verify", "-m", "resnet20_bnn", "-n", "2", "--json", str(folder)], "--json", "is a folder")
+    _refused(["protocol", "grid-check", "--models", "resnet20_bnn", "-n", "10", "--eps", "2/255", "--attack", "pgd",
+              "--json", str(folder)], "--json", "is a folder")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    _refused(["eval", "-m", "resnet20_bnn", "-n", "5", "--attacks", "fgsm", "--store", str(store), "--model-info",
+              str(a_file)], "--model-info", "is a file, not a folder")
+    _refused(["protocol", "grid-check", "--models", "resnet20_bnn", "--json", str(a_file / "sub" / "g.json")],
+             "--json", "is a file, not a folder")
+    demo = tmp_path / "demo.db"
+    demo.write_bytes(b"")
+    for option in ("--json", "--markdown"):
+        _refused(["protocol", "report", "cifar10", "--demo", "--store", str(demo), "--stored-only", option,
+                  str(folder)], option, "is a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "demo.db", "out"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["--attacks", "fgsm,cw_l2"], ("attack 'cw_l2' supports the L2 threat model, not Linf",)),
+     (["--attacks", "fgsm,rays", "-t", "L2", "--eps", "0.5"], ("attack 'rays' supports the Linf", "not L2")),
+     (["--attacks", "transfer(attack=cw_l2)"], ("'transfer' runs 'cw_l2'", "not Linf")),
+     (["--attacks", "fgsm", "--eps-star", "cw_l2"], ("--eps-star", "'cw_l2' supports the L2"))],
+    ids=["second-attack", "black-box-L2", "transfer-inner", "eps-star"],
+)
+def test_an_attack_of_another_threat_model_is_refused_before_the_attacks_ahead_of_it(
+        env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], words: tuple[str, ...]) -> None:
+    """``--attacks fgsm,cw_l2`` used to run and store the clean pass and fgsm, then refuse cw_l2 at its turn."""
+    _no_work(monkeypatch)
+    _refused(["eval", "-m", "resnet20_bnn", "-n", "5", "--no-checks", "--store", str(tmp_path / "s.db"), *args],
+             *words)
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_sweep_checks_its_attack_and_its_card_before_the_sweep(env: None, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_work(monkeypatch)
+    store, info = tmp_path / "s.db", tmp_path / "emptymi"
+    info.mkdir()
+    sweep = ["sweep", "-m", "resnet20_bnn", "-n", "8", "--eps", "1/255", "--store", str(store)]
+    _refused([*sweep, "--attack", "cw_l2"], "'cw_l2' supports the L2 threat model, not Linf")
+    _refused([*sweep, "--attack", "pgd", "--model-info", str(info)], "no card", "resnet20_bnn.json")
+    _refused(["protocol", "grid-check", "--models", "resnet20_bnn", "-n", "4", "--eps", "2/255", "--attack", "cw_l2"],
+             "'cw_l2' supports the L2 threat model, not Linf")
+    assert not store.exists()
+
+
+def test_a_data_dir_that_does_not_exist_is_named_not_created(env: None, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_work(monkeypatch)
+    missing = tmp_path / "nonexistent"
+    _refused(["eval", "-m", "resnet20_bnn", "-n", "10", "--attacks", "fgsm", "--store", str(tmp_path / "s.db"),
+              "--data-dir", str(missing)], f"--data-dir {missing} does not exist")
+    _refused(["sweep", "-m", "resnet20_bnn", "-n", "8", "--eps", "1/255", "--attack", "fgsm", "--store",
+              str(tmp_path / "s.db"), "--data-dir", str(missing)], "--data-dir", "does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_stored_only_report_downloads_nothing(data_dir: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """--stored-only runs no attack yet reads the test images (the model and masking checks use them): where the data
+    folder holds none, one error says so instead of starting the CIFAR-10 download."""
+    from arbibench import benchmark
+
+    store = tmp_path / "s.db"
+    benchmark("resnet20_bnn", 2, attacks=["fgsm"], data_dir=data_dir, store=store, progress=False, checks=False)
+    empty = tmp_path / "no_data"
+    empty.mkdir()
+    monkeypatch.setenv("ARBIBENCH_DATA", str(empty))
+    _refused(["protocol", "report", "cifar10", "--demo", "--models", "resnet20_bnn", "--store", str(store),
+              "--stored-only"], "--stored-only reads the CIFAR-10 test images", "downloads nothing", str(empty))
+    assert not any(empty.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["--subset-seed", "-3"], ("--subset-seed", "non-negative")),
+     (["--eps-star-max", "4/255"], ("--eps-star-max apply to --eps-star",)),
+     (["--eps-star-rounds", "5", "--eps-star-draws", "0"], ("--eps-star-rounds and --eps-star-draws apply",))],
+    ids=["negative-subset-seed", "eps-star-max-alone", "eps-star-rounds-alone"],
+)
+def test_eval_options_name_themselves_and_need_what_they_set(env: None, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                                             words: tuple[str, ...]) -> None:
+    """An eps* setting without --eps-star is refused as --workers without --backend is, not silently ignored."""
+    _no_work(monkeypatch)
+    _refused(["eval", "-m", "resnet20_bnn", "-n", "5", "--attacks", "fgsm", "--store", str(tmp_path / "s.db"), *args],
+             *words)
+    assert not (tmp_path / "s.db").exists()

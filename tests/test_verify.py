@@ -17,6 +17,7 @@ from arbibench.attacks.base import predict
 from arbibench.attacks.threat import Linf
 from arbibench.data import load_cifar10
 from arbibench.deploy import deploy
+from arbibench.deploy.semantics import SIMULATION
 from arbibench.models.architectures import build_model
 from arbibench.models.methods import METHODS
 from arbibench.models.zoo import load_model
@@ -228,7 +229,22 @@ def test_no_attack_fools_a_verified_image_at_its_radius(images: tuple[torch.Tens
 def test_a_layer_it_cannot_bound_is_refused_by_name() -> None:
     net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)).eval()
     with pytest.raises(UnsupportedLayerError, match="layer '1' is a Tanh"):
-        NetworkBounds(net).run(torch.zeros(1, 4), torch.ones(1, 4))
+        NetworkBounds(net, SIMULATION).run(torch.zeros(1, 4), torch.ones(1, 4))
+
+
+def test_a_network_without_binary_layers_has_no_deployed_semantics(data_dir, monkeypatch) -> None:
+    # `verify -m resnet20_fp` under the default deployed semantics would label float bounds as the deployed
+    # network's; eval refuses --inference deployed for it, and so does the verifier, naming the fix
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    with pytest.raises(ValueError, match="no binary layer.*semantics 'simulation'"):
+        NetworkBounds(load_model("resnet20_fp"))
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    result = CliRunner().invoke(app, ["verify", "-m", "resnet20_fp", "-n", "1"])
+    assert result.exit_code == 2 and "no binary layer" in result.output, result.output
+    assert "Traceback" not in result.output
 
 
 def test_interval_prelu_and_batchnorm_hold_every_point() -> None:

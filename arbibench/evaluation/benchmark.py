@@ -21,7 +21,7 @@ from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.min_perturbation import EPS_FLOOR, check_search, search_eps_star
-from arbibench.evaluation.plan import attack_list, plan_evaluation
+from arbibench.evaluation.plan import attack_list, check_norms, plan_evaluation
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import execute
 from arbibench.evaluation.settings import RunSettings
@@ -118,16 +118,21 @@ def benchmark(
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
     settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
                            inference=Inference.parse(inference))
+    if subset_seed is not None and (isinstance(subset_seed, bool) or not isinstance(subset_seed, int)
+                                    or subset_seed < 0):
+        raise ValueError(f"subset_seed (--subset-seed) must be a non-negative integer, got {subset_seed!r}")
     attacks = attack_list(attacks)  # before any work: an empty list creates no store
     for a in attacks:  # and an unknown name is one error before the data are read
         if isinstance(a, str):
             canonical_name(a)
+    check_norms(attacks, threat.norm)  # and an attack of another threat model, before the attacks ahead of it run
     for a in eps_star:  # eps*'s attacks too: before the evaluation, not after it
-        if isinstance(a, str):
-            try:
+        try:
+            if isinstance(a, str):
                 canonical_name(a)
-            except ValueError as e:
-                raise ValueError(f"eps_star (--eps-star): {e}") from None
+            check_norms([a], threat.norm)
+        except ValueError as e:
+            raise ValueError(f"eps_star (--eps-star): {e}") from None
     model, name, sha256 = _resolve_model(model, model_name, dataset, model_dir, device)
     x, y, indices = load_dataset(dataset, n_examples, data_dir, subset_seed)
     with ExitStack() as owned:
@@ -171,11 +176,19 @@ def benchmark(
         ],
     )
     if to_disk:
-        path = card_path(model_info, dataset, threat.norm, name, inference=settings.inference, grid=threat.grid)
-        card = result.to_card()
-        if replaces_full_card(card, path):
+        path, written = write_eval_card(result, model_info)
+        if not written:
             warnings.warn(f"kept {path}: the full-protocol card of the same checkpoint is not replaced by this "
                           "evaluation's card; pass another model_info to write it", stacklevel=2)
-        else:
-            write_card(card, path)
     return result
+
+
+def write_eval_card(result: BenchmarkResult, model_info: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """The card of ``result`` written under ``model_info``: (its path, whether it was written). A full-protocol
+    card of the same checkpoint is kept (False): minutes of attacks never replace hours of them."""
+    path = card_path(model_info, result.dataset, result.threat_model, result.model_name, inference=result.inference,
+                     grid=result.grid)
+    card = result.to_card()
+    if replaces_full_card(card, path):
+        return path, False
+    return write_card(card, path), True

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from arbibench.files import check_writable
 from arbibench.inference import Inference
 from arbibench.terminal import USER_ERRORS as BASE_ERRORS
 from arbibench.terminal import console, fail
@@ -65,6 +66,29 @@ def open_executor(
         fail(e)
 
 
+def check_outputs(*outputs: tuple[str, Path | None], folders: tuple[str, ...] = ()) -> None:
+    """Each ``(option, path)`` a command writes at its end (``--json``, ``--markdown``; the options in ``folders``
+    name folders, e.g. ``--model-info``), checked before any work: a folder in a file's place or a folder that
+    cannot be written is one error naming the option, not a traceback after an hour of attacks."""
+    for option, path in outputs:
+        if path is None:
+            continue
+        try:
+            check_writable(path, folder=option in folders)
+        except OSError as e:
+            fail(ValueError(f"{option} {path}: {e.strerror or e}"))
+
+
+def check_data_dir(data_dir: Path | None) -> None:
+    """An explicit ``--data-dir`` must exist: a misspelt folder is named as such, not created and downloaded into
+    (leave the option out for $ARBIBENCH_DATA or the download to ~/.cache/arbibench)."""
+    if data_dir is not None and not data_dir.is_dir():
+        what = "is a file, not a folder" if data_dir.exists() else "does not exist"
+        fail(ValueError(f"--data-dir {data_dir} {what}; pass an existing folder (CIFAR-10: the one holding cifar10/; "
+                        "ImageNet: your validation images), or leave it out for $ARBIBENCH_DATA or the download to "
+                        "~/.cache/arbibench"))
+
+
 def _radius(option: str, text: str) -> float:
     """``text`` read as an eps (0.031 or 8/255); a bad one ends the command with one error naming ``option``."""
     from arbibench.attacks import parse_eps  # start-up: the attacks load torch
@@ -105,18 +129,20 @@ def eval_(
         help="Comma-separated attacks for the smallest adversarial perturbation per image (eps*), e.g. apgd_ce,fab: "
         "median eps* with its 95% interval and the robust-accuracy-vs-eps curve (in --json and the card).",
     ),
-    eps_star_max: str | None = typer.Option(None, help="Largest eps the eps* search tries; default 2 x --eps."),
-    eps_star_rounds: int = typer.Option(
-        3, help="Bisection rounds of the eps* search after its descent to --eps-star-floor (resolution: a factor "
-        "2^(1/2^rounds)).",
+    eps_star_max: str | None = typer.Option(
+        None, help="--eps-star: the largest eps the search tries; default 2 x --eps."
     ),
-    eps_star_floor: str = typer.Option(
-        "1e-3/255", help="Smallest eps the eps* search tries; an image fooled even there is reported censored "
-        "(\"< floor\"), never as the floor.",
+    eps_star_rounds: int | None = typer.Option(
+        None, help="--eps-star: bisection rounds after the descent to --eps-star-floor (resolution: a factor "
+        "2^(1/2^rounds)); default 3.",
     ),
-    eps_star_draws: int = typer.Option(
-        50, help="Random sign corners per image tried at every radius of the eps* search before its attacks "
-        "(0: none); they find the tiny-radius examples of sign networks that gradients miss.",
+    eps_star_floor: str | None = typer.Option(
+        None, help="--eps-star: the smallest eps the search tries; an image fooled even there is reported censored "
+        "(\"< floor\"), never as the floor; default 1e-3/255.",
+    ),
+    eps_star_draws: int | None = typer.Option(
+        None, help="--eps-star: random sign corners per image tried at every radius before the attacks (0: none); "
+        "they find the tiny-radius examples of sign networks that gradients miss; default 50.",
     ),
     backend: str = typer.Option("local", help=BACKEND_HELP),
     address: str | None = typer.Option(None, help=ADDRESS_HELP),
@@ -131,15 +157,30 @@ def eval_(
     before it counts, and each finished batch is committed to the store, so an interrupted run resumes.
     """
     from arbibench.attacks import attacks_from_spec  # start-up: the attacks load torch
-    from arbibench.evaluation.benchmark import benchmark  # start-up: so does the evaluation
+    from arbibench.evaluation.benchmark import benchmark, write_eval_card  # start-up: so does the evaluation
 
     try:
         attack_objs = attacks_from_spec(attacks)
     except ValueError as e:
         fail(ValueError(f"--attacks {attacks!r}: {e}"))
     eps_value = _radius("--eps", eps)
-    star_max = None if eps_star_max is None else _radius("--eps-star-max", eps_star_max)
-    star_floor = _radius("--eps-star-floor", eps_star_floor)
+    star_names = [a.strip() for a in eps_star.split(",") if a.strip()]
+    given = [option for option, value in (
+        ("--eps-star-max", eps_star_max), ("--eps-star-rounds", eps_star_rounds),
+        ("--eps-star-floor", eps_star_floor), ("--eps-star-draws", eps_star_draws)) if value is not None]
+    if given and not star_names:  # as --workers without --backend: a setting of nothing is a mistake
+        fail(ValueError(f"{' and '.join(given)} apply to --eps-star; add --eps-star or drop them"))
+    star: dict[str, Any] = {}  # the search settings given, by benchmark()'s names; the others keep its defaults
+    if eps_star_max is not None:
+        star["eps_star_max"] = _radius("--eps-star-max", eps_star_max)
+    if eps_star_floor is not None:
+        star["eps_star_floor"] = _radius("--eps-star-floor", eps_star_floor)
+    if eps_star_rounds is not None:
+        star["eps_star_rounds"] = eps_star_rounds
+    if eps_star_draws is not None:
+        star["eps_star_draws"] = eps_star_draws
+    check_outputs(("--json", json_out), ("--model-info", model_info), folders=("--model-info",))
+    check_data_dir(data_dir)
     executor = open_executor(backend, address, workers, worker_threads, model_dir)
     try:
         result = benchmark(
@@ -158,17 +199,13 @@ def eval_(
             console=console,
             checks=checks,
             model_dir=model_dir,
-            to_disk=model_info is not None,
-            model_info=model_info or "model_info",
-            eps_star=[a.strip() for a in eps_star.split(",") if a.strip()],
-            eps_star_max=star_max,
-            eps_star_rounds=eps_star_rounds,
-            eps_star_floor=star_floor,
-            eps_star_draws=eps_star_draws,
+            eps_star=star_names,
             backend=executor,
             inference=inference,
             grid=grid,
+            **star,
         )
+        card = None if model_info is None else write_eval_card(result, model_info)
     except user_errors() as e:
         fail(e)
     finally:
@@ -179,8 +216,15 @@ def eval_(
         console.print(f"note: {note}")
     for flag, meaning in result.flags.items():
         console.print(f"[yellow]flag {flag}[/]: {meaning}")
+    if card is not None:
+        path, written = card
+        console.print(f"wrote {path}" if written else f"note: kept {path}: the full-protocol card of the same "
+                      "checkpoint is not replaced by this evaluation's card; pass another --model-info to write it")
     if json_out is not None:
-        console.print(f"wrote {result.save_json(json_out)}")
+        try:
+            console.print(f"wrote {result.save_json(json_out)}")
+        except OSError as e:  # checked before the work, yet the disk may fill up meanwhile
+            fail(e)
 
 
 def import_(

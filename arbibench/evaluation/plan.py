@@ -21,7 +21,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from arbibench.attacks import Attack, ThreatModel
+from arbibench.attacks import (
+    AdaptiveAttack,
+    Attack,
+    AutoAttack,
+    EstimatedAttack,
+    ThreatModel,
+    Transfer,
+    get_attack,
+)
 from arbibench.attacks.threat import FLOAT
 from arbibench.evaluation.batch import BatchOutcome
 from arbibench.evaluation.inputs import check_images, check_labels, check_model, resolve_device
@@ -107,6 +115,34 @@ def attack_list(attacks: Sequence[str | Attack] | str | Attack) -> list[str | At
     return listed
 
 
+def _lacking(attack: Attack, norm: str) -> Attack | None:
+    """The attack that cannot run under ``norm``: ``attack`` itself, or one it runs (a transfer attack's white-box
+    attack, AutoAttack's components, the attack under a gradient estimator), which refuses only when it runs."""
+    if norm not in attack.norms:
+        return attack
+    inner: list[Attack] = []
+    if isinstance(attack, Transfer):
+        inner = [get_attack(attack.config.attack)]
+    elif isinstance(attack, AutoAttack):
+        inner = attack.attacks
+    elif isinstance(attack, EstimatedAttack | AdaptiveAttack):
+        inner = [attack.attack]
+    return next((lacking for a in inner if (lacking := _lacking(a, norm)) is not None), None)
+
+
+def check_norms(attacks: Sequence[str | Attack], norm: str) -> None:
+    """Every attack supports the threat model ``norm``: refused while planning, before any store or forward pass,
+    not when its turn comes after the attacks before it were computed and stored."""
+    for a in attacks:
+        attack = get_attack(a) if isinstance(a, str) else a
+        if (lacking := _lacking(attack, norm)) is None:
+            continue
+        who = f"attack {attack.name!r}" + ("" if lacking is attack else f" runs {lacking.name!r}, which")
+        norms = " and ".join(lacking.norms) + " threat model" + ("s" if len(lacking.norms) > 1 else "")
+        raise ValueError(f"{who} supports the {norms}, not {norm}; pick another attack or threat model "
+                         "(`arbibench attacks list` shows each attack's norms)")
+
+
 def plan_evaluation(
     model: nn.Module,
     x: torch.Tensor,
@@ -128,6 +164,7 @@ def plan_evaluation(
         raise ValueError(f"indices must have one entry per sample: {tuple(indices.shape)} vs {tuple(y.shape)}")
     dev = resolve_device(settings.device)
     attack_objs = tuple(attack_for_target(a, model_name) for a in attack_list(attacks))
+    check_norms(attack_objs, threat.norm)
     names = [a.name for a in attack_objs]
     if len(set(names)) != len(names):
         raise ValueError(f"attack list {names} names an attack twice; each attack is evaluated once")

@@ -52,8 +52,7 @@ def build(
     try:
         report = build_site(model_info, out, format)
     except (LeaderboardError, CardError) as e:
-        console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        fail(e)
     console.print(
         f"built {report.out}/index.html: {report.n_cards} model cards on {len(report.boards)} leaderboard(s), "
         f"{len(report.pages) - 1} model pages, {len(report.figures)} figure files in {report.out}/figures",
@@ -65,7 +64,7 @@ def build(
 @leaderboard_app.command()
 def serve(
     dir: Path = typer.Option(Path("site"), "--dir", help="Built site folder."),  # noqa: A002
-    port: int = typer.Option(8000, help="Port on 127.0.0.1 (0 picks a free one)."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port on 127.0.0.1 (0 picks a free one)."),
 ) -> None:
     """Serve the built site on http://127.0.0.1:PORT/ (local only)."""
     from arbibench.leaderboard.serve import serve as run  # start-up: only for serve
@@ -73,8 +72,7 @@ def serve(
     try:
         run(dir, port)
     except (LeaderboardError, CardError) as e:
-        console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        fail(e)
 
 
 @leaderboard_app.command()
@@ -87,8 +85,7 @@ def table(
     try:
         boards = build_boards(load_cards(model_info))
     except (LeaderboardError, CardError) as e:
-        console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        fail(e)
     pins = shipped_sha256()
     text = "\n".join(board_markdown(b, per_attack=per_attack, pins=pins) for b in boards)
     if out is None:
@@ -133,7 +130,7 @@ def markdown(
         boards = build_boards(load_cards(model_info))
         text = leaderboard_document(boards, zoo_markdown(), shipped_cards(), shipped_sha256(), day,
                                     load_corruption_cards(model_info), load_deploy_cards(model_info),
-                                    load_grid_cards(model_info))
+                                    load_grid_cards(model_info), model_info.resolve().name)
         readme_text = None
         paragraph = None if findings is None else _findings_paragraph(findings, readme)
         if readme is not None:

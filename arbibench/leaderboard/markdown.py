@@ -51,7 +51,7 @@ def summary_markdown(board: Board) -> str:
         if aa is None and "autoattack" in card.attacks:
             aa = card.attacks["autoattack"].acc_star
         lines.append(_row([
-            f"{ranked.rank}{' ⚠' if card.flags else ''}{' †' if mixed and size != 'full' else ''}",
+            f"{ranked.rank}{' ⚠' if card.flags else ''}{' †' if mixed and size != board.sizes[0] else ''}",
             f"`{card.name}`",
             card.method or DASH,
             size,
@@ -95,10 +95,14 @@ def board_markdown(board: Board, *, per_attack: bool = True, pins: Mapping[str, 
     parts = [f"### {board.title} ({', '.join(board.eps_texts) or 'eps not given'})"]
     if board.sizes == ["quick"]:
         parts.append("Quick-variant results (smaller subsets and query budgets; not the full protocol).")
+    elif board.sizes == ["eval"]:
+        parts.append("Single evaluations (`arbibench eval`, `benchmark()`), each on the images and attacks its user "
+                     "chose; not the protocol, so compare them only where their images and attacks agree.")
     elif len(board.sizes) > 1:
-        parts.append("This ranking mixes protocol sizes: † marks a quick-variant card (smaller subsets, 1000 queries: "
-                     "wider intervals and weaker black-box attacks) ranked among full-protocol cards; compare within "
-                     "a size.")
+        parts.append(f"This ranking mixes protocol sizes: † marks a card ranked among {board.sizes[0]}-protocol "
+                     "cards that measured less: a quick-variant card (smaller subsets, 1000 queries: wider intervals "
+                     "and weaker black-box attacks) or an `eval` card (one evaluation on the images and attacks its "
+                     "user chose); compare within a size.")
     parts.append(summary_markdown(board))
     if separation := eps_star_separation_text([r.card for r in board.rows]):
         parts.append(separation)
@@ -179,7 +183,7 @@ def _checkpoints(cards: Sequence[ModelCard | CorruptionCard], pins: Mapping[str,
 
 def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, CheckpointCard],
                         pins: Mapping[str, str], date: str,
-                        corruption_cards: list[CorruptionCard] | None = None) -> str:
+                        corruption_cards: list[CorruptionCard] | None = None, model_info: str = "model_info") -> str:
     """One dated paragraph: which cards, which protocol size, which checkpoints (sha256), trained on what."""
     corruption_cards = corruption_cards or []
     cards = [r.card for b in boards for r in b.rows]
@@ -189,7 +193,7 @@ def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Chec
                f"{_count(len(replaced), 'card')} measured a checkpoint the zoo has since replaced (rerun the protocol)")
     minutes = sum(c.seconds or 0.0 for c in cards) / 60
     return (
-        f"Generated on {date} by `{GENERATED_BY}` from {_count(len(cards), 'result card')} in `model_info/` and "
+        f"Generated on {date} by `{GENERATED_BY}` from {_count(len(cards), 'result card')} in `{model_info}/` and "
         f"{_count(len(checkpoint_cards), 'checkpoint card')} in `arbibench/models/checkpoints/`. "
         f"Protocol: {_protocol_size(cards) or 'no cards'}. "
         f"Checkpoints measured (sha256, first 12 hex digits; the cards hold all 64): {_checkpoints(cards, pins)}; "
@@ -197,7 +201,7 @@ def provenance_markdown(boards: list[Board], checkpoint_cards: Mapping[str, Chec
         f"{_machines([c.machine for c in cards], 'card') or '-'}; the checkpoint cards record where each model was "
         f"trained: {_machines([c.trained_on for c in checkpoint_cards.values()], 'model') or '-'}."
         + ("" if not corruption_cards else
-           f" Common corruptions: {_count(len(corruption_cards), 'card')} in `model_info/`, checkpoints "
+           f" Common corruptions: {_count(len(corruption_cards), 'card')} in `{model_info}/`, checkpoints "
            f"{_checkpoints(corruption_cards, pins)}.")
     )
 
@@ -206,9 +210,10 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
                          pins: Mapping[str, str], date: str,
                          corruption_cards: list[CorruptionCard] | None = None,
                          deploy_cards: list[DeployCheckCard] | None = None,
-                         grid_cards: list[GridCheckCard] | None = None) -> str:
+                         grid_cards: list[GridCheckCard] | None = None, model_info: str = "model_info") -> str:
     """The whole ``LEADERBOARD.md``: every leaderboard, the corruptions, deploy-check and grid-check tables (each
-    only where such cards exist), the zoo table and the provenance paragraph, all from cards."""
+    only where such cards exist), the zoo table and the provenance paragraph, all from cards (read from the folder
+    the folder named ``model_info``, as the page names it)."""
     corruptions = [] if not corruption_cards else [
         "## Common corruptions",
         "Accuracy under CIFAR-10-C's 15 corruptions x 5 severities: mCA is the mean over the 75 cells (RobustBench's "
@@ -229,7 +234,7 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
     grid = [] if not grid_cards else [
         f"## {GRID_TITLE}",
         "Does robustness measured on float inputs hold on the 8-bit images (pixels k/255) a camera, a PNG file or a "
-        "deployed first layer gives the network (`arbibench protocol grid-check --model-info model_info`, on the "
+        f"deployed first layer gives the network (`arbibench protocol grid-check --model-info {model_info}`, on the "
         "first test images)? Per eps: ACC* in float → on the uint8 grid (robust only if neither the attack run on the "
         "grid nor the float example rounded to 8 bits fools it), the paired difference grid - float in points with "
         "its 95% bootstrap interval, and the share of the float adversarial examples that still fool once rounded to "
@@ -254,7 +259,7 @@ def leaderboard_document(boards: list[Board], zoo_table: str, checkpoint_cards: 
         "the goal is the zoo's clean-accuracy target for the method.",
         zoo_table.rstrip("\n"),
         "## Provenance",
-        provenance_markdown(boards, checkpoint_cards, pins, date, corruption_cards),
+        provenance_markdown(boards, checkpoint_cards, pins, date, corruption_cards, model_info),
     ]
     return "\n\n".join(parts) + "\n"
 

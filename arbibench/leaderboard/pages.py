@@ -22,6 +22,8 @@ from arbibench.leaderboard.examples import ExampleSet
 from arbibench.leaderboard.figures import FigureFile
 from arbibench.leaderboard.ranking import Board, Ranked, protocol_size, slug
 
+SIZE_LABELS = {"full": "full protocol", "quick": "quick protocol", "eval": "single evaluations"}
+
 FAMILY_HINTS = {
     "white-box": "attacks that use the model's gradients",
     "black-box": "attacks that only query the model's outputs",
@@ -137,9 +139,10 @@ def _row(board: Board, ranked: Ranked, families: list[str], show_aa: bool, max_r
          show_eps_star: bool = False) -> str:
     card = ranked.card
     size = protocol_size(card)
-    mixed_mark = (" <span class=\"mixed\" title=\"A quick-variant card ranked among full-protocol cards: smaller "
-                  "subsets and query budgets, so compare it within its size.\">\u2020</span>"
-                  if len(board.sizes) > 1 and size != "full" else "")
+    mixed_mark = (f" <span class=\"mixed\" title=\"A card that measured less than the {board.sizes[0]}-protocol "
+                  "cards it is ranked among (quick: smaller subsets and query budgets; eval: one evaluation on the "
+                  "images and attacks its user chose), so compare it within its size.\">\u2020</span>"
+                  if len(board.sizes) > 1 and size != board.sizes[0] else "")
     medal = f"<span class=\"medal m{ranked.rank}\">{ranked.rank}</span>" if ranked.rank <= 3 else str(ranked.rank)
     medal += masking_mark(card)
     who = ", ".join(esc(x) for x in (card.authors, card.venue) if x)
@@ -186,7 +189,8 @@ def _header(families: list[str], board: Board, show_aa: bool, show_eps_star: boo
         ("Method", "text", "ascending", "Binarization method.", "method"),
         ("Backbone", "text", "ascending", "Architecture, with weight/activation bit widths.", "backbone"),
         ("Protocol", "text", "ascending", "The protocol size the card measured: full (the preset's subsets and "
-         "budgets) or quick (the laptop variant). \u2020: a quick card ranked among full ones.", "size"),
+         "budgets), quick (the laptop variant) or eval (one evaluation, no protocol). \u2020: a card ranked among "
+         "cards of a larger size.", "size"),
         ("ACC", "num", "descending", "Clean accuracy (%).", "acc"),
     ]
     for fam in families:
@@ -233,7 +237,7 @@ def _board_section(board: Board, figures: list[FigureFile]) -> str:
     eps = ", ".join(esc(t) for t in board.eps_texts)
     rows = "\n".join(_row(board, r, families, show_aa, max_rs, show_eps_star) for r in board.rows)
     n_cols = 9 + len(families) + int(show_aa) + int(show_eps_star)
-    size_options = "".join(f"<option value=\"{s}\">{s} protocol</option>" for s in board.sizes)
+    size_options = "".join(f"<option value=\"{s}\">{SIZE_LABELS[s]}</option>" for s in board.sizes)
     figs = "".join(_figure(f) for f in figures if f.board == board.key and f.model is None)
     eps_html = f" \u00b7 \u03b5 = {eps}" if eps else ""
     separation = eps_star_separation_text([r.card for r in board.rows])

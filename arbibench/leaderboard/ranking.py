@@ -16,9 +16,15 @@ DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "imagenet": "Im
 THREAT_NAMES = {"Linf": "L\u221e", "L2": "L2", "L1": "L1"}
 
 
+SIZES = ("full", "quick", "eval")  # best first: how far a card's numbers can be compared with a full card's
+
+
 def protocol_size(card: ModelCard) -> str:
     """``full`` for a card of the protocol at its own sizes and budgets, ``quick`` for the laptop variant (smaller
-    subsets, 1000 queries: wider intervals and weaker black-box attacks)."""
+    subsets, 1000 queries: wider intervals and weaker black-box attacks), ``eval`` for a card of no protocol: one
+    ``arbibench eval`` or ``benchmark()`` run, on the images and attacks its user chose."""
+    if card.protocol is None:
+        return "eval"
     return "quick" if card.quick else "full"
 
 
@@ -57,7 +63,7 @@ class Board:
     @property
     def sizes(self) -> list[str]:
         """The protocol sizes of the board's cards (``full`` first); two means a ranking across sizes, marked."""
-        return sorted({protocol_size(r.card) for r in self.rows}, key=lambda s: s != "full")
+        return sorted({protocol_size(r.card) for r in self.rows}, key=SIZES.index)
 
     @property
     def families(self) -> list[str]:

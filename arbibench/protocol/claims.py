@@ -57,7 +57,9 @@ class ClaimCheck:
     setting: str
     expected: str  # the verdict it predicts per BNN, or SAME_VERDICT
     n_models: int
-    as_claimed: int  # BNNs with the predicted verdict (similarity: the largest group sharing one verdict)
+    # BNNs with the predicted verdict (similarity: the largest group sharing one verdict, 0 with fewer than two BNNs,
+    # where nothing can be alike)
+    as_claimed: int
     opposite: int  # BNNs with the opposite verdict (similarity: 0)
     status: str
 
@@ -110,7 +112,7 @@ def check_claims(verdicts: Iterable[Verdict], dataset: str) -> list[ClaimCheck]:
                                  sum(v == _OPPOSITE[expected] for v in seen), _status(agree, len(seen))))
     for setting in (WHITE_BOX, BLACK_BOX):
         seen = by_setting.get(setting, [])
-        largest = Counter(seen).most_common(1)[0][1] if seen else 0
+        largest = Counter(seen).most_common(1)[0][1] if len(seen) >= 2 else 0
         status = UNTESTED if len(seen) < 2 else HOLDS if largest == len(seen) else DOES_NOT_HOLD
         checks.append(ClaimCheck("Different BNNs behave alike", setting, SAME_VERDICT, len(seen), largest, 0,
                                  status))

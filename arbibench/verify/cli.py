@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from arbibench.evaluation.cli import check_data_dir, check_outputs
 from arbibench.terminal import USER_ERRORS, console, fail
 
 
@@ -54,6 +55,8 @@ def verify(
     from arbibench.models.zoo import load_model  # start-up: the zoo loads torch
     from arbibench.verify.certify import ImageCertificate, certify, check_search  # start-up: the verifier loads torch
 
+    check_outputs(("--json", json_out))
+    check_data_dir(data_dir)
     try:
         low, high = (_radius(option, text, parse_eps) for option, text in
                      (("--radius-min", radius_min), ("--radius-max", radius_max)))
@@ -85,5 +88,7 @@ def verify(
     if json_out is not None:
         record = {"model": model, "dataset": dataset, "machine": computed_on(next(net.parameters()).device),
                   **result.to_dict()}
-        atomic_write_json(record, json_out)
-        console.print(f"wrote {json_out}")
+        try:  # checked before the work, yet the disk may fill up meanwhile
+            console.print(f"wrote {atomic_write_json(record, json_out)}")
+        except OSError as e:
+            fail(e)

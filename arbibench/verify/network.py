@@ -82,6 +82,12 @@ def _channel_shape(t: torch.Tensor) -> tuple[int, ...]:
     return (1, -1, *([1] * (t.dim() - 2)))
 
 
+def _binarized(model: nn.Module) -> bool:
+    """Whether any layer binarizes its input or its kernel: a network the deployed semantics speaks of."""
+    return any(isinstance(m, (BinaryConv2d, BinaryLinear)) and (m.input_quantizer or m.kernel_quantizer) is not None
+               for m in model.modules())
+
+
 class NetworkBounds:
     """Interval bounds of ``model``'s classifier input over an input box, for one of :data:`SEMANTICS`."""
 
@@ -91,6 +97,10 @@ class NetworkBounds:
         if any(m.training for m in model.modules()):
             raise ValueError("the model is in training mode: call model.eval() first (BatchNorm must use its "
                              "running statistics)")
+        if semantics == DEPLOYED and not _binarized(model):
+            raise ValueError("the model has no binary layer, so there is no deployed network to verify (arbibench "
+                             "deploys BNNs): verify its float model with semantics 'simulation' "
+                             "(--semantics simulation)")
         self.model, self.semantics = model, semantics
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.names = {id(m): name or "model" for name, m in model.named_modules()}

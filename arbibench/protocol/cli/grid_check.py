@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from arbibench.cards import GRID_CHECK, check_card_path
-from arbibench.evaluation.cli import user_errors
+from arbibench.evaluation.cli import check_data_dir, check_outputs, user_errors
 from arbibench.files import atomic_write_json
 from arbibench.terminal import console, fail
 
@@ -40,6 +40,7 @@ def protocol_grid_check(
     section and the findings page."""
     from arbibench.attacks import attacks_from_spec, get_threat_model, parse_eps  # start-up: loads torch
     from arbibench.attacks.threat import UINT8  # start-up: as above
+    from arbibench.evaluation.plan import check_norms  # start-up: as above
     from arbibench.protocol.grid_check import run_grid_check  # start-up: as above
 
     names = [m.strip() for m in models.split(",") if m.strip()]
@@ -50,12 +51,15 @@ def protocol_grid_check(
         attack_objs = attacks_from_spec(attack)
         if len(attack_objs) != 1:
             raise ValueError(f"--attack {attack!r} names {len(attack_objs)} attacks; name one")
+        check_norms(attack_objs, "Linf")  # the 8-bit grid is a Linf box
         if not eps_values:
             raise ValueError(f"--eps {eps!r} names no budget; pass e.g. --eps 1/255,8/255")
         for e in eps_values:
             get_threat_model("Linf", parse_eps(e), UINT8)
     except ValueError as e:
         fail(e)
+    check_outputs(("--json", json_out), ("--model-info", model_info), folders=("--model-info",))
+    check_data_dir(data_dir)
     checks = []
     for name in names:
         try:
@@ -67,10 +71,16 @@ def protocol_grid_check(
         console.print(_grid_table(check))
         if model_info is not None:
             path = check_card_path(model_info, check.dataset, GRID_CHECK, check.name)
-            console.print(f"wrote {atomic_write_json(check.to_dict(), path)}")
+            try:
+                console.print(f"wrote {atomic_write_json(check.to_dict(), path)}")
+            except OSError as e:
+                fail(e)
         checks.append(check.to_dict())
     if json_out is not None:
-        console.print(f"wrote {atomic_write_json({'kind': 'grid_check', 'checks': checks}, json_out)}")
+        try:  # checked before the work, yet the disk may fill up meanwhile
+            console.print(f"wrote {atomic_write_json({'kind': 'grid_check', 'checks': checks}, json_out)}")
+        except OSError as e:
+            fail(e)
 
 
 def _grid_table(check: GridCheckCard) -> Table:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from arbibench.cards import FindingsDocument, shipped_sha256
-from arbibench.evaluation.cli import user_errors
+from arbibench.evaluation.cli import check_data_dir, check_outputs, user_errors
 from arbibench.files import atomic_write, atomic_write_json
 from arbibench.leaderboard.findings import findings_markdown
 from arbibench.leaderboard.grid import load_grid_cards
@@ -35,7 +35,8 @@ def protocol_report(
     ),
     stored_only: bool = typer.Option(
         False, "--stored-only", help="Compute nothing: report the models whose run is complete in --store and list "
-        "the others as left out (a report over a full-protocol store must not start hours of attacks)."
+        "the others as left out (a report over a full-protocol store must not start hours of attacks). The test "
+        "images are still read, never downloaded: the model checks and the gradient-masking checks run on them."
     ),
     per_attack: bool = typer.Option(
         False, "--per-attack", help="Also print each attack and each eps of the sweep against the FP twin on its own "
@@ -74,8 +75,7 @@ def protocol_report(
     if isinstance(protocol, CorruptionProtocol):
         fail(ValueError("the corruptions preset compares to the FP twin in `protocol run cifar10-c` (mCA / FP twin)"))
     names = common.protocol_models(models, protocol.dataset, model_dir)
-    if stored_only and not store.is_file():
-        fail(FileNotFoundError(f"no store at {store}: nothing is stored to report (pass the run's --store)"))
+    _check_paths(store if stored_only else None, json_out, markdown, data_dir, protocol.dataset)
     previous = _read_findings_json(compare) if compare is not None else None
     try:  # a malformed grid card is refused before any work
         grid_cards = load_grid_cards(model_info) if json_out is not None or markdown is not None else []
@@ -149,9 +149,30 @@ def _stored_results(protocol: Protocol, names: list[str], db: ResultStore, left_
     return results
 
 
+def _check_paths(stored: Path | None, json_out: Path | None, markdown: Path | None, data_dir: Path | None,
+                 dataset: str) -> None:
+    """What the report reads and writes, checked before any work: the store of --stored-only (``stored``), the
+    files it writes, and the test images. --stored-only runs no attack, yet reads the images (the model checks and
+    the gradient-masking checks run on them); it starts no 160 MB download for them."""
+    from arbibench.data.cifar10 import default_data_dir, has_cifar10  # start-up: the data package loads torch
+
+    if stored is not None and not stored.is_file():
+        fail(FileNotFoundError(f"no store at {stored}: nothing is stored to report (pass the run's --store)"))
+    check_outputs(("--json", json_out), ("--markdown", markdown))
+    check_data_dir(data_dir)
+    if stored is not None and dataset == "cifar10" and not has_cifar10("test", data_dir):
+        fail(FileNotFoundError(
+            f"--stored-only reads the CIFAR-10 test images (the model checks and the gradient-masking checks run on "
+            f"them) and downloads nothing, and {default_data_dir(data_dir)} holds none: set ARBIBENCH_DATA or pass "
+            "--data-dir (the folder holding cifar10/), or let `arbibench eval` download it first"))
+
+
 def _write_json(document: dict[str, Any], path: Path) -> None:
     """``--json``: the findings document, what ``--compare`` and ``leaderboard markdown --findings`` read."""
-    atomic_write_json(document, path)
+    try:  # checked before the work, yet the disk may fill up meanwhile
+        atomic_write_json(document, path)
+    except OSError as e:
+        fail(e)
     console.print(f"wrote {path}")
 
 
@@ -159,7 +180,10 @@ def _write_page(document: dict[str, Any], path: Path, command: str, previous: di
                 earlier: list[dict[str, Any]] | None, json_out: Path | None) -> None:
     """``--markdown``: the dated page, rendered by the leaderboard; README's paragraph on it is the leaderboard's."""
     page = findings_markdown(document, command=command, previous=previous, earlier_claims=earlier)
-    atomic_write(lambda f: f.write(page.encode()), path)
+    try:
+        atomic_write(lambda f: f.write(page.encode()), path)
+    except OSError as e:
+        fail(e)
     console.print(f"wrote {path}")
     then = "" if json_out is not None else "add --json FILE to this report, then "
     console.print(f"README's paragraph on the page: {then}arbibench leaderboard markdown --readme README.md "

@@ -19,6 +19,7 @@ from arbibench.evaluation.cli import (
     INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
+    check_data_dir,
     open_executor,
     user_errors,
 )
@@ -91,6 +92,7 @@ def protocol_run(
             fail(ValueError(f"--certify certifies eps*; {protocol.label} has no eps* search"))
         protocol = replace(protocol, eps_star_certify=True)
     names = common.protocol_models(models, protocol.dataset, model_dir)
+    check_data_dir(data_dir)
     noun = "model" if len(names) == 1 else "models"
     console.print(f"protocol {protocol.label} on {len(names)} {noun}: {', '.join(names)}")
     for note in protocol.notes:

@@ -8,13 +8,14 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from arbibench.cards import parse_card, read_card_json
+from arbibench.cards import ModelCard, parse_card, read_card_json
 from arbibench.evaluation.cli import (
     ADDRESS_HELP,
     BACKEND_HELP,
     INFERENCE_HELP,
     WORKER_THREADS_HELP,
     WORKERS_HELP,
+    check_data_dir,
     open_executor,
     user_errors,
 )
@@ -40,21 +41,30 @@ def sweep(
     inference: str = typer.Option(Inference.SIMULATION.value, help=INFERENCE_HELP),
 ) -> None:
     """Robust accuracy against eps: one attack at several budgets (each budget its own stored evaluation)."""
-    from arbibench.attacks import parse_eps  # start-up: the attacks load torch
+    from arbibench.attacks import get_attack, get_threat_model, parse_eps  # start-up: the attacks load torch
     from arbibench.data.datasets import load_dataset  # start-up: as above
     from arbibench.evaluation.cards import card_path, write_card  # start-up: as above
     from arbibench.evaluation.inputs import resolve_device  # start-up: as above
+    from arbibench.evaluation.plan import check_norms  # start-up: as above
     from arbibench.evaluation.store import ResultStore  # start-up: as above
     from arbibench.models.zoo import load_model  # start-up: as above
     from arbibench.protocol.cards import sweep_points  # start-up: as above
     from arbibench.protocol.run import sweep_eps  # start-up: as above
 
-    runner_backend = open_executor(backend, address, workers, worker_threads)
-    try:
-        chosen = Inference.parse(inference)  # before the model and the data load
+    try:  # before any store, model or image: the inference, the budgets, the attack and the card to update
+        chosen = Inference.parse(inference)
         values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
         if not values:
             raise ValueError("--eps needs at least one value")
+        check_norms([get_attack(attack)], get_threat_model(threat_model, values[0]).norm)
+        path = None if model_info is None else card_path(model_info, dataset, threat_model, model, inference=chosen)
+        if path is not None:
+            _read_card(path)
+    except user_errors() as e:
+        fail(e)
+    check_data_dir(data_dir)
+    runner_backend = open_executor(backend, address, workers, worker_threads)
+    try:
         device = str(resolve_device(device))
         net = load_model(model, dataset=dataset, device=device)
         x, y, idx = load_dataset(dataset, n_examples, data_dir, None)
@@ -72,12 +82,16 @@ def sweep(
     for row in rows:
         table.add_row(row["eps_text"], f"{100 * row['acc_star']:.1f}%", f"{row['acc_norm']:.3f}")
     console.print(table)
-    if model_info is not None:
-        path = card_path(model_info, dataset, threat_model, model, inference=chosen)
-        if not path.is_file():
-            fail(FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first"))
-        try:
-            card = replace(parse_card(path, read_card_json(path)), sweep=sweep_points(rows))
-        except ValueError as e:
+    if path is not None:
+        try:  # read again: the card may have changed while the sweep ran
+            card = replace(_read_card(path), sweep=sweep_points(rows))
+            console.print(f"updated {write_card(card, path)}")
+        except user_errors() as e:
             fail(e)
-        console.print(f"updated {write_card(card, path)}")
+
+
+def _read_card(path: Path) -> ModelCard:
+    """The card ``--model-info`` names, read before the sweep and again before the curve is added to it."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no card {path}: run `arbibench protocol run` or `eval` with cards first")
+    return parse_card(path, read_card_json(path))
