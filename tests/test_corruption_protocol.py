@@ -132,6 +132,22 @@ def test_cli(root: Path, tmp_path: Path, data_dir: Path) -> None:
                               "--out", str(tmp_path / "CIFAR-10-C"), "--corruptions", "fog,contrast"])
     assert out.exit_code == 0, out.output
     assert "regenerated CIFAR-10-C" in out.output
+    again = runner.invoke(app, ["corruptions", "generate", "--n-examples", "3", "--data-dir", str(data_dir),
+                                "--out", str(tmp_path / "CIFAR-10-C"), "--corruptions", "fog,contrast"])
+    assert again.exit_code == 0 and "already there" in again.output  # the same set: kept
+    assert "already there" not in out.output and "replaced" not in out.output  # a fresh one is not "already there"
+    other = runner.invoke(app, ["corruptions", "generate", "--n-examples", "3", "--data-dir", str(data_dir),
+                                "--out", str(tmp_path / "CIFAR-10-C"), "--corruptions", "snow"])
+    assert other.exit_code == 0 and "already there" not in other.output
+    assert "replaced the set that was there (fog, contrast; seed 0, 3 images)" in other.output
+    twice = runner.invoke(app, ["corruptions", "generate", "--n-examples", "3", "--data-dir", str(data_dir),
+                                "--out", str(tmp_path / "twice"), "--corruptions", "fog,fog"])
+    assert twice.exit_code == 2 and "names fog twice" in twice.output and not (tmp_path / "twice").exists()
+    gridded = runner.invoke(app, ["corruptions", "generate", "--n-examples", "3", "--data-dir", str(data_dir),
+                                  "--out", str(tmp_path / "elsewhere"), "--corruptions", "fog",
+                                  "--grid", str(tmp_path / "g.png")])
+    assert gridded.exit_code == 2 and "--grid reads DATA_DIR/CIFAR-10-C" in gridded.output
+    assert not (tmp_path / "elsewhere").exists()  # refused before the set was generated
     bad = runner.invoke(app, ["corruptions", "generate", "--n-examples", "0", "--data-dir", str(data_dir)])
     assert bad.exit_code == 2 and "--n-examples must be" in bad.output
     shown = runner.invoke(app, ["protocol", "show", "cifar10-c"])

@@ -3,7 +3,6 @@ only wires them in."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
@@ -38,32 +37,40 @@ def corruptions_generate(
 ) -> None:
     """Regenerate CIFAR-10-C (15 corruptions x 5 severities, the CIFAR-C severity table of Hendrycks & Dietterich)
     from the real CIFAR-10 test set, in the official layout; everything made from it is labelled "regenerated"."""
-    from arbibench.data.cifar10c import CORRUPTIONS  # start-up: the data package loads torch
+    from arbibench.data.cifar10c import CORRUPTIONS, cifar10c_dir, read_manifest  # start-up: data loads torch
     from arbibench.data.corruptions.generate import generate_cifar10c  # start-up: as above
     from arbibench.data.corruptions.grid import corruption_grid  # start-up: as above
 
     names = list(CORRUPTIONS) if corruptions.strip() == "all" else [c.strip() for c in corruptions.split(",")]
-    t0 = time.perf_counter()
+    cells = []  # what was corrupted now: nothing when the folder already held this set
     try:
+        if grid is not None and out is not None and out.name != "CIFAR-10-C":  # before the set, not after it
+            raise ValueError("--grid reads DATA_DIR/CIFAR-10-C; use it without --out or name --out CIFAR-10-C")
+        target = out if out is not None else cifar10c_dir(data_dir)
+        before = read_manifest(target) if target.is_dir() else None
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("corrupting", total=5 * len(names))
+
+            def cell(name: str, severity: int, n: int) -> None:
+                cells.append((name, severity))
+                bar.update(task, advance=1, description=f"{name} {severity}")
+
             folder, manifest = generate_cifar10c(
                 n_examples, seed=seed, data_dir=data_dir, out=out, corruptions=[n for n in names if n], force=force,
-                on_cell=lambda name, s, n: bar.update(task, advance=1, description=f"{name} {s}"),
+                on_cell=cell,
             )
         if grid is not None:
-            grid_data = data_dir if out is None else None
-            if out is not None and out.name != "CIFAR-10-C":
-                raise ValueError("--grid reads DATA_DIR/CIFAR-10-C; use it without --out or name --out CIFAR-10-C")
-            console.print(f"wrote {corruption_grid(grid, grid_data if out is None else out.parent)}")
+            console.print(f"wrote {corruption_grid(grid, data_dir if out is None else out.parent)}")
     except data_errors() as e:
         fail(e)
-    took = time.perf_counter() - t0
     console.print(
         f"regenerated CIFAR-10-C in {folder}: {len(manifest['corruptions'])} corruptions x 5 severities x "
         f"{manifest['n_examples']} images, seed {manifest['seed']} "
-        + (f"({manifest['seconds']:.0f} s)" if took > 1 else "(already there; --force to redo)")
+        + (f"({manifest['seconds']:.0f} s)" if cells else "(already there; --force to redo)")
     )
+    if cells and before is not None:
+        console.print(f"note: it replaced the set that was there ({', '.join(before.get('corruptions', []))}; "
+                      f"seed {before.get('seed')}, {before.get('n_examples')} images)")
 
 
 @corruptions_app.command("download")

@@ -66,6 +66,9 @@ def generate_cifar10c(
     unknown = [c for c in corruptions if c not in CORRUPTIONS]
     if unknown or not corruptions:
         raise ValueError(f"unknown corruptions {unknown}; choose from {', '.join(CORRUPTIONS)}")
+    twice = sorted({c for c in corruptions if list(corruptions).count(c) > 1})
+    if twice:
+        raise ValueError(f"--corruptions names {', '.join(twice)} twice; name each corruption once")
     target = Path(out) if out is not None else cifar10c_dir(data_dir)
     if target.exists():
         if not target.is_dir():
