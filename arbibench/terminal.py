@@ -1,4 +1,5 @@
-"""The console every ``arbibench`` command prints to, and the one way a command reports a user error.
+"""The console every ``arbibench`` command prints to, the one way a command reports a user error, and the one way
+it reads a comma-separated option.
 
 It sits below every package, so each package's ``cli.py`` (data, models, evaluation, train, protocol) prints and
 fails the same way without importing a layer above it.
@@ -30,3 +31,19 @@ def fail(e: Exception) -> NoReturn:
     # surrogate 'tanh:abc' whose ':abc' rich would read as one)
     console.print(f"[bold red]error:[/] {escape(str(e))}", emoji=False)
     raise typer.Exit(2)
+
+
+def comma_list(text: str, option: str) -> list[str]:
+    """The items of a comma-separated option (``--models a,b``, ``--eps 1/255,2/255``), stripped. An empty item
+    (``a,,b``, a trailing comma) or an item named twice is a ValueError naming ``option``: a typo is not silently
+    dropped, and a model or eps twice would give two rows of the same thing. Text of no item at all (``""``,
+    ``","``) gives an empty list, which the caller refuses in its own words."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        return []
+    if "" in items:
+        raise ValueError(f"{option} {text!r} has an empty item (two commas in a row, or one at an end); remove it")
+    twice = sorted({item for item in items if items.count(item) > 1})
+    if twice:
+        raise ValueError(f"{option} {text!r} names {', '.join(twice)} twice; name each once")
+    return items

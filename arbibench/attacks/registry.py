@@ -174,6 +174,8 @@ def parse_attack_spec(text: str) -> list[tuple[str, dict[str, Any]]]:
         else:
             merged.append(piece)
     specs: list[tuple[str, dict[str, Any]]] = []
+    if "" in merged and any(merged):  # "fgsm,,pgd" is a typo; "," alone names no attack (below)
+        raise ValueError(f"attack spec {text!r} has an empty item (two commas in a row, or one at an end); remove it")
     for piece in merged:
         if not piece:
             continue

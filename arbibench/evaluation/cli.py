@@ -13,7 +13,7 @@ import typer
 from arbibench.files import check_writable
 from arbibench.inference import Inference
 from arbibench.terminal import USER_ERRORS as BASE_ERRORS
-from arbibench.terminal import console, fail
+from arbibench.terminal import comma_list, console, fail
 
 if TYPE_CHECKING:
     from arbibench.evaluation.executors import Executor
@@ -164,7 +164,10 @@ def eval_(
     except ValueError as e:
         fail(ValueError(f"--attacks {attacks!r}: {e}"))
     eps_value = _radius("--eps", eps)
-    star_names = [a.strip() for a in eps_star.split(",") if a.strip()]
+    try:
+        star_names = comma_list(eps_star, "--eps-star")
+    except ValueError as e:
+        fail(e)
     given = [option for option, value in (
         ("--eps-star-max", eps_star_max), ("--eps-star-rounds", eps_star_rounds),
         ("--eps-star-floor", eps_star_floor), ("--eps-star-draws", eps_star_draws)) if value is not None]

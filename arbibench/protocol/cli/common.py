@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from arbibench.evaluation.cli import user_errors
-from arbibench.terminal import fail
+from arbibench.terminal import comma_list, fail
 
 if TYPE_CHECKING:
     from arbibench.protocol.presets import CorruptionProtocol, Protocol
@@ -26,7 +26,10 @@ def protocol_preset(name: str, quick: bool, demo: bool = False) -> Protocol | Co
 
 def named_models(models: str) -> list[str]:
     """The names of a comma-separated ``--models``; one that names none (``,``) is refused, not an empty table."""
-    names = [m.strip() for m in models.split(",") if m.strip()]
+    try:
+        names = comma_list(models, "--models")
+    except ValueError as e:
+        fail(e)
     if not names:
         fail(ValueError(f"--models {models!r} names no model; pass zoo names, e.g. --models resnet20_bnn"))
     return names

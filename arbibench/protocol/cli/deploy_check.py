@@ -12,7 +12,7 @@ from arbibench.cards import DEPLOY_CHECK, ONES_PADDING, check_card_path
 from arbibench.evaluation.cli import user_errors
 from arbibench.files import atomic_write_json
 from arbibench.protocol.cli import common
-from arbibench.terminal import console, fail
+from arbibench.terminal import comma_list, console, fail
 
 
 def protocol_deploy_check(
@@ -44,8 +44,8 @@ def protocol_deploy_check(
                  and get_method(e.method).is_binary]
     else:
         names = common.named_models(models)
-    chosen = None if attacks is None else [a.strip() for a in attacks.split(",") if a.strip()]
     try:  # a misspelt attack or a backend this machine lacks: refused before any model is loaded
+        chosen = None if attacks is None else comma_list(attacks, "--attacks")
         check_attacks(protocol, chosen)
         get_conv_kernel(backend)
     except user_errors() as e:

@@ -11,7 +11,7 @@ from rich.table import Table
 from arbibench.cards import GRID_CHECK, check_card_path
 from arbibench.evaluation.cli import check_data_dir, check_outputs, user_errors
 from arbibench.files import atomic_write_json
-from arbibench.terminal import console, fail
+from arbibench.terminal import comma_list, console, fail
 
 if TYPE_CHECKING:
     from arbibench.cards import GridCheckCard, Interval, Proportion
@@ -43,9 +43,8 @@ def protocol_grid_check(
     from arbibench.evaluation.plan import check_norms  # start-up: as above
     from arbibench.protocol.grid_check import run_grid_check  # start-up: as above
 
-    names = [m.strip() for m in models.split(",") if m.strip()]
-    eps_values = [e.strip() for e in eps.split(",") if e.strip()]
     try:  # no model, a misspelt attack or eps: refused before any model is loaded
+        names, eps_values = comma_list(models, "--models"), comma_list(eps, "--eps")
         if not names:
             raise ValueError(f"--models {models!r} names no model; pass zoo names, e.g. --models resnet20_bnn")
         attack_objs = attacks_from_spec(attack)

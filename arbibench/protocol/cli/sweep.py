@@ -20,7 +20,7 @@ from arbibench.evaluation.cli import (
     user_errors,
 )
 from arbibench.inference import Inference
-from arbibench.terminal import console, fail
+from arbibench.terminal import comma_list, console, fail
 
 
 def sweep(
@@ -53,7 +53,7 @@ def sweep(
 
     try:  # before any store, model or image: the inference, the budgets, the attack and the card to update
         chosen = Inference.parse(inference)
-        values = [parse_eps(e.strip()) for e in eps.split(",") if e.strip()]
+        values = [parse_eps(e) for e in comma_list(eps, "--eps")]
         if not values:
             raise ValueError("--eps needs at least one value")
         check_norms([get_attack(attack)], get_threat_model(threat_model, values[0]).norm)
