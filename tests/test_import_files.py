@@ -157,6 +157,58 @@ def test_truncated_file_and_objects_the_safe_unpickler_refuses(recu_file, tmp_pa
     assert _nothing_written(folder)
 
 
+def test_a_file_that_is_no_checkpoint_is_one_line_naming_it(tmp_path, data_dir, wide):
+    folder = tmp_path / "models"
+    junk = tmp_path / "junk.pth"
+    junk.write_text("garbage\n")
+    with pytest.raises(ValueError) as e:
+        _import(junk, folder, data_dir)
+    assert str(e.value) == f"{junk} is not a readable recu checkpoint: it is truncated or not a torch.save file"
+    result = runner.invoke(app, ["import", str(junk), "--from", "recu", "--arch", "resnet20", "--name", "x1",
+                                 "--model-dir", str(folder), "--trust-pickle"])
+    assert result.exit_code == 2
+    # torch's own advice (weights_only=False, "please file an issue") is not for an arbibench user
+    assert result.output.strip().splitlines() == [f"error: {e.value}"]
+    assert _nothing_written(folder)
+
+
+@pytest.mark.parametrize("expect_acc", ["nan", "inf", "150", "-5"])
+def test_expect_acc_is_a_percentage_checked_before_the_conversion(tmp_path, data_dir, expect_acc):
+    folder = tmp_path / "models"
+    never_read = tmp_path / "absent.pth"  # refused before the file is even looked at
+    with pytest.raises(ValueError, match=r"--expect-acc .*in percent, a number from 0 to 100"):
+        _import(never_read, folder, data_dir, expect_acc=float(expect_acc))
+    assert _nothing_written(folder)
+
+
+def test_cli_expect_acc_nan_writes_neither_file(recu_file, tmp_path, data_dir):
+    folder = tmp_path / "models"
+    args = ["import", str(recu_file), "--from", "recu", "--arch", "resnet20", "--name", "fake3", "--trust-pickle",
+            "--model-dir", str(folder), "-n", str(N), "--data-dir", str(data_dir)]
+    result = runner.invoke(app, [*args, "--expect-acc", "nan"])
+    assert result.exit_code == 2 and "--expect-acc" in result.output and "JSON" not in result.output, result.output
+    assert _nothing_written(folder)  # once, fake3.safetensors stayed without fake3.json and blocked the name
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+
+
+def test_a_card_that_cannot_be_written_takes_its_weights_with_it(recu_file, tmp_path, data_dir):
+    folder = tmp_path / "models"
+    (folder / "recu_r20.json").mkdir(parents=True)  # a folder where the card goes: the second write fails
+    with pytest.raises(OSError):
+        _import(recu_file, folder, data_dir, overwrite=True)
+    assert not (folder / "recu_r20.safetensors").exists()  # no weights without their card
+    assert [p.name for p in folder.iterdir()] == ["recu_r20.json"]  # and no temporary
+
+
+def test_weights_without_a_card_are_named_as_a_failed_imports_leftover(recu_file, tmp_path, data_dir):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "recu_r20.safetensors").write_bytes(b"")  # what an import that failed on its card once left
+    with pytest.raises(ValueError, match=r"holds recu_r20\.safetensors \(weights without a card.*--overwrite"):
+        _import(recu_file, folder, data_dir)
+
+
 def test_name_clash_option_and_accuracy_errors(recu_file, tmp_path, data_dir):
     folder = tmp_path / "models"
     with pytest.raises(ValueError, match="'resnet20_bnn' is a zoo model's name"):

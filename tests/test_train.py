@@ -161,3 +161,53 @@ def test_onecycle_schedule_shape():
     assert learning_rate(r, 0, 100) == 0.0
     assert learning_rate(r, 10, 100) == pytest.approx(0.2)
     assert learning_rate(r, 100, 100) == pytest.approx(0.0, abs=1e-12)
+
+
+# -- options refused before a run folder exists ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options,says",
+    [
+        (["--arch", "nosuch"], "--arch 'nosuch' is not a known architecture"),
+        (["--lr", "-1"], "--lr (the peak learning rate) must be a positive number, got -1"),
+        (["--lr", "nan"], "--lr (the peak learning rate) must be a positive number, got nan"),
+        (["--val-examples", "50000"], "--val-examples 50000 leaves no training images"),
+        (["--init-from", "nosuch"], "'nosuch' is neither a zoo model name nor an existing checkpoint file"),
+    ],
+)
+def test_cli_refuses_an_option_before_any_run_folder(tmp_path, data_dir, monkeypatch, options, says):
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    monkeypatch.setenv("ARBIBENCH_DATA", str(data_dir))
+    monkeypatch.setenv("COLUMNS", "220")  # one line
+    out = tmp_path / "trainruns"
+    result = CliRunner().invoke(app, ["train", "--arch", "resnet20", "--method", "bnn", *options, "--out", str(out),
+                                      "--zoo-dir", str(tmp_path / "zoo")])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Invalid learning rate" not in result.output, result.output
+    assert not out.exists() and not (tmp_path / "zoo").exists()  # once, an empty trainruns/<arch>_bnn/ stayed
+
+
+@pytest.mark.parametrize("field,value", [("arch", "nosuch"), ("lr", -1.0), ("lr", float("inf")),
+                                         ("weight_decay", -1e-4), ("warmup_fraction", 1.0), ("optimizer", "rmsprop"),
+                                         ("init_from", "nosuch")])
+def test_a_recipe_that_cannot_train_is_refused_before_its_folder(tmp_path, data_dir, field, value):
+    bad = Recipe(method="fp", epochs=1, batch_size=64, train_examples=64, **{field: value})
+    with pytest.raises((ValueError, FileNotFoundError), match=field if field != "init_from" else "nosuch"):
+        train(bad, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=100)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("minutes", ["-1", "0", "nan"])
+def test_cli_time_limit_error_is_in_minutes(tmp_path, minutes):
+    from typer.testing import CliRunner
+
+    from arbibench.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--method", "bnn", "--time-limit", minutes, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert f"--time-limit is in minutes and must be positive, got {minutes}" in result.output
+    assert "seconds" not in result.output and not any(tmp_path.iterdir())

@@ -100,6 +100,15 @@ def test_missing_checkpoint_says_how_to_get_it(tmp_path):
         load_model("resnet18_imagenet_bireal", model_dir=tmp_path, dataset="imagenet")
 
 
+def test_missing_imagenet_weights_point_to_a_folder_of_the_users_own():
+    with pytest.raises(FileNotFoundError) as e:
+        load_model("resnet18_imagenet_bireal", dataset="imagenet")  # looked up in the package's folder
+    message = str(e.value)
+    # the weights go into the user's folder, named as the CLI and the API name it, never into the installed package
+    assert "a folder of your own" in message and "--model-dir DIR" in message and "model_dir=DIR" in message
+    assert "weights there" not in message and "pass model_dir= the folder" not in message
+
+
 def test_unknown_name_lists_the_known_names_of_that_dataset():
     with pytest.raises(ValueError, match="known models") as e:
         load_model("resnet20_nope")

@@ -3,11 +3,14 @@
 The file is read with the restricted unpickler (only with ``trust_pickle=True``), converted by its source's importer
 (:mod:`arbibench.models.importers`), and its clean accuracy on the first test images is measured and compared with the
 paper's figure when the user gives one. Only when every check passes are ``<name>.safetensors`` and ``<name>.json``
-written, each atomically (:mod:`arbibench.files`), so a failed import leaves nothing behind.
+written, each atomically (:mod:`arbibench.files`) and both or neither, so a failed import leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import os
 import re
 from pathlib import Path
@@ -18,7 +21,7 @@ from safetensors.torch import save as save_tensors
 
 from arbibench.data.datasets import count_test_images, load_dataset
 from arbibench.evaluation.inputs import clean_accuracy
-from arbibench.files import atomic_write_bytes, atomic_write_json, sha256_file
+from arbibench.files import atomic_write_bytes, atomic_write_text, sha256_file
 from arbibench.models.importers import build_converted_model, get_source, read_torch_checkpoint
 from arbibench.models.methods import get_method
 from arbibench.models.zoo import ZOO, user_model_dir
@@ -35,15 +38,45 @@ def _check_name(name: str, folder: Path, overwrite: bool) -> None:
         raise ValueError(f"model name {name!r} is a zoo model's name; choose another --name (e.g. {name}_official)")
     existing = [p.name for p in (folder / f"{name}.safetensors", folder / f"{name}.json") if p.exists()]
     if existing and not overwrite:
-        raise ValueError(f"{folder} already holds {', '.join(existing)}; choose another --name or pass --overwrite")
+        # weights without a card: what an older import left when its card could not be written
+        lone = " (weights without a card, as a failed import left them)" if existing == [f"{name}.safetensors"] else ""
+        raise ValueError(
+            f"{folder} already holds {', '.join(existing)}{lone}; choose another --name or pass --overwrite"
+        )
+
+
+def _check_numbers(expect_acc: float | None, options: dict[str, float]) -> None:
+    """Refuse before any work a figure the accuracy check cannot use: NaN passes every comparison, and 150 or -5
+    would fail only after the conversion."""
+    if expect_acc is not None and not (math.isfinite(expect_acc) and 0 <= expect_acc <= 100):
+        raise ValueError(
+            f"--expect-acc (expect_acc=) is the paper's top-1 accuracy in percent, a number from 0 to 100 such as "
+            f"87.5; got {expect_acc:g}"
+        )
+    for option, value in options.items():
+        if not math.isfinite(value):
+            raise ValueError(f"--{option} must be a finite number, got {value:g}")
 
 
 def _write_atomic(folder: Path, name: str, model: torch.nn.Module, card: dict[str, Any]) -> Path:
-    """Write ``<name>.safetensors`` and then ``<name>.json``, each atomically: a card never names missing weights."""
+    """Write ``<name>.safetensors`` and ``<name>.json``, each atomically, and both or neither: weights without a card
+    are a name that a re-import refuses as taken and that eval does not know. The card is rendered (so checked as
+    JSON) before anything is written, and the weights go again if the card cannot be written."""
     weights, card_path = folder / f"{name}.safetensors", folder / f"{name}.json"
-    atomic_write_bytes(save_tensors({k: v.contiguous() for k, v in model.state_dict().items()}), weights)
-    card["checkpoint"], card["sha256"] = weights.name, sha256_file(weights)
-    return atomic_write_json(card, card_path)
+    data = save_tensors({k: v.contiguous() for k, v in model.state_dict().items()})
+    card["checkpoint"], card["sha256"] = weights.name, hashlib.sha256(data).hexdigest()
+    try:
+        text = json.dumps(card, indent=2, allow_nan=False) + "\n"
+    except ValueError as e:
+        raise ValueError(f"the card of {name!r} cannot be written as JSON ({e}); nothing was written") from e
+    atomic_write_bytes(data, weights)
+    try:
+        return atomic_write_text(text, card_path)
+    except BaseException:
+        for written in (weights, card_path):  # with --overwrite, an older card would name the weights just replaced
+            if written.is_file():
+                written.unlink()
+        raise
 
 
 def import_checkpoint(
@@ -83,8 +116,9 @@ def import_checkpoint(
         raise ValueError(f"source {source!r} takes no option {', '.join(unknown)}")
     if n_examples is not None and n_examples < 1:
         raise ValueError(f"n_examples must be >= 1 (the clean-accuracy check), got {n_examples}")
+    _check_numbers(expect_acc, options)
     path = Path(checkpoint)
-    state = read_torch_checkpoint(path, trust_pickle=trust_pickle)
+    state = read_torch_checkpoint(path, trust_pickle=trust_pickle, source=src.name)
     model, conversion = build_converted_model(src, published, state, options)
     if n_examples is None:
         n_examples = min(DEFAULT_CHECK_IMAGES, count_test_images(src.dataset, data_dir))

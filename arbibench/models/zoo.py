@@ -161,17 +161,21 @@ def load_card(name: str, model_dir: str | os.PathLike[str] | None = None) -> Che
 
 
 def _missing_checkpoint_message(entry: ZooEntry, path: Path) -> str:
+    # the user's weights go into a folder of their own, named on the command line or in Python; never into the
+    # installed package, which an upgrade replaces and which may not be writable
+    folder = "--model-dir DIR (Python: model_dir=DIR)"
     if entry.shipped:
         how = (
             f"it ships with arbibench (reinstall it), or train it with "
-            f"`arbibench train --arch {entry.arch} --method {entry.method} --export`, or pass model_dir= the folder "
-            f"holding {entry.filename}."
+            f"`arbibench train --arch {entry.arch} --method {entry.method} --export`, or pass {folder} with DIR the "
+            f"folder holding {entry.filename}."
         )
     else:
+        where = (f"{entry.filename} in a folder of your own, then pass {folder}" if path.parent == CHECKPOINT_DIR
+                 else str(path))
         how = (
-            f"arbibench does not ship these {entry.dataset} weights. Put your trained {entry.arch} / {entry.method} "
-            f"weights there as a safetensors state dict (safetensors.torch.save_file(model.state_dict(), path)), "
-            f"or pass model_dir= the folder holding {entry.filename}."
+            f"arbibench does not ship these {entry.dataset} weights. Save your trained {entry.arch} / {entry.method} "
+            f"weights as a safetensors state dict (safetensors.torch.save_file(model.state_dict(), path)) as {where}."
         )
     pickled = [path.with_suffix(suffix).name for suffix in PICKLE_SUFFIXES if path.with_suffix(suffix).is_file()]
     if pickled:

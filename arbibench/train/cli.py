@@ -100,6 +100,8 @@ def train(
 
     Rerunning the same command resumes from the last finished epoch.
     """
+    if time_limit is not None and not time_limit > 0:  # NaN too
+        fail(ValueError(f"--time-limit is in minutes and must be positive, got {time_limit:g}"))
     if models is not None:
         _train_side_by_side(models, out, device, _shared_options(locals()))
         return
@@ -132,6 +134,10 @@ def train(
         recipe.val_examples = val_examples
     if patience is not None:
         recipe.patience = patience
+    try:  # before the run folder exists, in the options' own names
+        training.check_recipe(recipe, _option)
+    except train_errors() as e:
+        fail(e)
     name = f"{arch}_{method}{training.AT_SUFFIX if recipe.adversarial else ''}"
     run_dir = out / name
     try:
@@ -158,6 +164,11 @@ _SHARED = {
 }
 _SHARED_FLAGS = {"paper": "--paper", "channels_last": "--channels-last", "compile_model": "--compile",
                  "export": "--export", "replace": "--replace"}
+
+
+def _option(field: str) -> str:
+    """A recipe field as this command's option spells it (``lr`` -> ``--lr``); a field with no option keeps its name."""
+    return {"arch": "--arch", "method": "--method", **_SHARED}.get(field, field)
 
 
 def _shared_options(values: dict[str, Any]) -> list[str]:

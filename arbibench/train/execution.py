@@ -45,8 +45,8 @@ class Execution:
             raise ValueError(f"unknown autocast {self.autocast!r}; use {', '.join(AUTOCAST_DTYPES)} or none")
         if self.compile_mode not in COMPILE_MODES:
             raise ValueError(f"unknown compile mode {self.compile_mode!r}; known: {', '.join(COMPILE_MODES)}")
-        if self.time_limit_s is not None and self.time_limit_s <= 0:
-            raise ValueError(f"time limit must be positive seconds, got {self.time_limit_s}")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:  # NaN too
+            raise ValueError(f"time_limit_s must be a positive number of seconds, got {self.time_limit_s:g}")
         resolve_device(self.device)
 
     @property

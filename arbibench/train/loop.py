@@ -46,7 +46,7 @@ from arbibench.train.checkpoints import (
     optimizer_tensors,
 )
 from arbibench.train.execution import Execution, TimeLimitReached
-from arbibench.train.recipes import ADVERSARIAL_KINDS, Recipe, check_counts, learning_rate, stage_method
+from arbibench.train.recipes import Recipe, check_recipe, learning_rate, stage_method
 from arbibench.train.selection import best_val_epoch, split_validation, validation_optimistic
 
 
@@ -176,15 +176,13 @@ class _Run:
     teacher_forward: Callable[[torch.Tensor], torch.Tensor] | None = None  # the teacher's, compiled with it
 
 
-def _check_recipe(recipe: Recipe) -> None:
-    check_counts(recipe)
-    if recipe.adversarial is not None and recipe.adversarial not in ADVERSARIAL_KINDS:
-        raise ValueError(f"unknown adversarial training {recipe.adversarial!r}; known: {', '.join(ADVERSARIAL_KINDS)}")
-    if recipe.step1_epochs and not 0 < recipe.step1_epochs < recipe.epochs:
-        raise ValueError(
-            f"step1_epochs must be 0 (binary weights from the first epoch) or between 1 and epochs - 1 = "
-            f"{recipe.epochs - 1}, got {recipe.step1_epochs}"
-        )
+def _check_recipe(recipe: Recipe, out: Path) -> None:
+    """Everything a run can be refused for before its folder exists: the recipe, and a starting point or teacher
+    that names no checkpoint (a resumed run's start is in its checkpoint already)."""
+    check_recipe(recipe)
+    for spec in (recipe.teacher, recipe.init_from if not (out / "state.json").exists() else None):
+        if spec:
+            init_checkpoint(spec)
 
 
 def _read_state(out: Path, recipe: Recipe) -> dict[str, Any] | None:
@@ -257,7 +255,7 @@ def train(
     """
     out = Path(out_dir)
     execution = execution or Execution(channels_last=channels_last, compile_model=compile_model)
-    _check_recipe(recipe)
+    _check_recipe(recipe, out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(recipe.seed)
     run = _start(recipe, out, _read_state(out, recipe), log, execution)

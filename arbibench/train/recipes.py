@@ -9,6 +9,7 @@ CIFAR-10 recipe at its full length, for a GPU; :mod:`arbibench.train.paper_recip
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -201,20 +202,58 @@ def stage_method(recipe: Recipe, epoch: int) -> Method:
     return method
 
 
-def check_counts(recipe: Recipe) -> None:
-    """Refuse counts that would train nothing (``--epochs 0`` once measured a random initialisation and exited 0)."""
+OPTIMIZERS = ("sgd", "adam")
+
+
+def check_recipe(recipe: Recipe, option: Callable[[str], str] = str) -> None:
+    """Refuse a recipe that cannot train, before a run folder exists for it: an unknown backbone once failed only
+    after its folder was made, ``--lr -1`` with torch's words, and ``--epochs 0`` once measured a random
+    initialisation and exited 0. ``option`` spells a field as the caller's user wrote it (the CLI: ``--lr``)."""
+    from arbibench.data.cifar10 import SPLIT_SIZES  # start-up: the data and model packages load torch
+    from arbibench.models.architectures import ARCHITECTURES
+
+    if recipe.arch not in ARCHITECTURES:
+        raise ValueError(f"{option('arch')} {recipe.arch!r} is not a known architecture; known: "
+                         f"{', '.join(sorted(ARCHITECTURES))}")
+    get_method(recipe.method)
     for name in ("epochs", "batch_size"):
         if getattr(recipe, name) < 1:
-            raise ValueError(f"{name} must be at least 1, got {getattr(recipe, name)}")
-    for name in ("val_examples", "patience"):
+            raise ValueError(f"{option(name)} must be at least 1, got {getattr(recipe, name)}")
+    for name in ("val_examples", "patience", "robust_check_images", "bn_recalibration_batches"):
         if getattr(recipe, name) < 0:
-            raise ValueError(f"{name} must be 0 (off) or positive, got {getattr(recipe, name)}")
+            raise ValueError(f"{option(name)} must be 0 (off) or positive, got {getattr(recipe, name)}")
+    if recipe.train_examples is not None and recipe.train_examples < 1:
+        raise ValueError(
+            f"{option('train_examples')} must be at least 1 (or None for all), got {recipe.train_examples}"
+        )
+    if recipe.val_examples >= SPLIT_SIZES["train"]:  # held out of all 50,000 before train_examples takes its first
+        raise ValueError(f"{option('val_examples')} {recipe.val_examples} leaves no training images out of "
+                         f"{SPLIT_SIZES['train']}")
+    if recipe.step1_epochs and not 0 < recipe.step1_epochs < recipe.epochs:
+        raise ValueError(
+            f"{option('step1_epochs')} must be 0 (binary weights from the first epoch) or between 1 and epochs - 1 = "
+            f"{recipe.epochs - 1}, got {recipe.step1_epochs}"
+        )
+    if not (math.isfinite(recipe.lr) and recipe.lr > 0):
+        raise ValueError(f"{option('lr')} (the peak learning rate) must be a positive number, got {recipe.lr:g}")
+    for name in ("weight_decay", "step2_weight_decay", "kd_weight", "ce_weight"):
+        value = getattr(recipe, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{option(name)} must be 0 or a positive number, got {value:g}")
+    if not 0 <= recipe.warmup_fraction < 1:
+        raise ValueError(f"{option('warmup_fraction')} must be in [0, 1), got {recipe.warmup_fraction:g}")
+    if recipe.optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {recipe.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
     if recipe.schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {recipe.schedule!r}; known: {', '.join(SCHEDULES)}")
     if recipe.weight_decay_scope not in ("all", "conv"):
         raise ValueError(f"weight_decay_scope must be 'all' or 'conv', got {recipe.weight_decay_scope!r}")
-    if recipe.train_examples is not None and recipe.train_examples < 1:
-        raise ValueError(f"train_examples must be at least 1 (or None for all), got {recipe.train_examples}")
+    if recipe.adversarial is not None:
+        if recipe.adversarial not in ADVERSARIAL_KINDS:
+            raise ValueError(f"unknown adversarial training {recipe.adversarial!r}; known: "
+                             f"{', '.join(ADVERSARIAL_KINDS)}")
+        if not (recipe.adv_eps > 0 and recipe.adv_step > 0):
+            raise ValueError(f"adv_eps and adv_step must be positive, got {recipe.adv_eps:g} and {recipe.adv_step:g}")
 
 
 def paper_recipe(method: str, arch: str = "resnet20") -> Recipe:

@@ -52,12 +52,14 @@ def extract_state_dict(obj: object, path: str | os.PathLike[str]) -> dict[str, t
     return state
 
 
-def read_torch_checkpoint(path: str | os.PathLike[str], *, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
+def read_torch_checkpoint(
+    path: str | os.PathLike[str], *, trust_pickle: bool = False, source: str | None = None
+) -> dict[str, torch.Tensor]:
     """The state dict of a ``torch.save`` file, read with the restricted unpickler, on the CPU.
 
     Raises :class:`PickleRefusedError` without ``trust_pickle``, FileNotFoundError for a missing file, and ValueError
     for a file that is truncated, not a ``torch.save`` file, holds objects other than tensors and containers, or
-    holds no state dict.
+    holds no state dict. ``source`` (e.g. ``"recu"``) names whose checkpoint the file was meant to be.
     """
     path = Path(path)
     if not path.is_file():
@@ -69,6 +71,12 @@ def read_torch_checkpoint(path: str | os.PathLike[str], *, trust_pickle: bool = 
             "PyTorch's restricted unpickler, which builds tensors and plain containers only and refuses any other "
             "object, so the file cannot run code."
         )
+    # torch's own text is several lines of advice for its users (weights_only=False, "please file an issue") that
+    # does not apply here; one line says what is wrong with the file
+    unreadable = (
+        f"{path} is not a readable {source + ' ' if source else ''}checkpoint: it is truncated or not a torch.save "
+        "file"
+    )
     try:
         obj = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as e:
@@ -76,10 +84,18 @@ def read_torch_checkpoint(path: str | os.PathLike[str], *, trust_pickle: bool = 
         if refused:
             raise ValueError(
                 f"{path} holds objects other than tensors and containers, which the restricted unpickler refuses "
-                f"({str(e).splitlines()[0][:300]}). Re-save only the state dict from the paper's code: "
+                f"({_first_line(e, 'GLOBAL')}). Re-save only the state dict from the paper's code: "
                 "torch.save(checkpoint['state_dict'], 'weights.pth')."
             ) from e
-        raise ValueError(f"{path} cannot be read: it is truncated or not a torch.save file ({e})") from e
+        raise ValueError(unreadable) from e
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError) as e:
-        raise ValueError(f"{path} cannot be read: it is truncated or not a torch.save file ({e})") from e
+        raise ValueError(f"{unreadable} ({_first_line(e)})") from e
     return extract_state_dict(obj, path)
+
+
+def _first_line(error: Exception, containing: str = "") -> str:
+    """The sentence of torch's message that says what it met: the first line's (or the first line containing
+    ``containing``) first sentence, without the advice that follows it."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+    line = next((line for line in lines if containing and containing in line), lines[0])
+    return line.split(". ")[0].rstrip(".")[:200]
