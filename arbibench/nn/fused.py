@@ -119,6 +119,12 @@ class _LeafTracer(fx.Tracer):
         return isinstance(m, (BinaryConv2d, BinaryLinear, Quantizer, RPReLU)) or super().is_leaf_module(m, qualname)
 
 
+def has_binary_layer(model: nn.Module) -> bool:
+    """Whether any layer binarizes its input or its kernel: a model the fused path is for."""
+    return any(isinstance(m, (BinaryConv2d, BinaryLinear)) and (m.input_quantizer or m.kernel_quantizer) is not None
+               for m in model.modules())
+
+
 def fuse(model: nn.Module) -> fx.GraphModule:
     """An inference-only fused copy of ``model`` (eval mode, no parameters); FusionError if it cannot be exact.
 
@@ -127,12 +133,7 @@ def fuse(model: nn.Module) -> fx.GraphModule:
     """
     if any(m.training for m in model.modules()):
         raise FusionError("the model is in training mode: fuse the eval-mode model (batch norm uses running stats)")
-    binary = [
-        m
-        for m in model.modules()
-        if isinstance(m, (BinaryConv2d, BinaryLinear)) and (m.input_quantizer or m.kernel_quantizer) is not None
-    ]
-    if not binary:
+    if not has_binary_layer(model):
         raise FusionError("the model has no binary layer: nothing to fuse")
     ref = copy.deepcopy(model).cpu()
     try:
@@ -172,12 +173,15 @@ def _tensor_identity(model: nn.Module) -> tuple[object, ...]:
 def fused_path(model: nn.Module) -> tuple[nn.Module, str | None]:
     """``(model to query, note)``: the fused copy of a binary ``model``, or ``model`` itself with the reason.
 
-    The note is None when the fused path is used; a full-precision model has nothing to fuse and gets ``model``
-    back with a note too. The fused copy is cached per model and rebuilt when any of its tensors changes.
+    The note is None when the fused path is used, and for a full-precision model, which has nothing to fuse (the
+    note is for a BNN whose queries go to the slower reference). The fused copy is cached per model and rebuilt when
+    any of its tensors changes.
     """
     if not isinstance(model, nn.Module):
         return model, "not an nn.Module: queried as given"
     if getattr(model, "is_fused_form", False):  # a network that declares itself fused (the deployed one) answers as is
+        return model, None
+    if not has_binary_layer(model):
         return model, None
     key = _tensor_identity(model)
     hit = _CACHE.get(model)
