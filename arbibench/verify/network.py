@@ -33,6 +33,7 @@ from arbibench.deploy.semantics import DEPLOYED, PM1, SIMULATION
 from arbibench.models.resnet import BasicBlock, Normalize, ResNet, ShortcutA, ShortcutAvgPad
 from arbibench.models.vgg import VGGSmall
 from arbibench.nn.activations import RPReLU
+from arbibench.nn.fused import has_binary_layer
 from arbibench.nn.layers import BinaryConv2d, BinaryLinear
 from arbibench.nn.quantizers import Quantizer, RSign
 from arbibench.verify import intervals as iv
@@ -82,12 +83,6 @@ def _channel_shape(t: torch.Tensor) -> tuple[int, ...]:
     return (1, -1, *([1] * (t.dim() - 2)))
 
 
-def _binarized(model: nn.Module) -> bool:
-    """Whether any layer binarizes its input or its kernel: a network the deployed semantics speaks of."""
-    return any(isinstance(m, (BinaryConv2d, BinaryLinear)) and (m.input_quantizer or m.kernel_quantizer) is not None
-               for m in model.modules())
-
-
 class NetworkBounds:
     """Interval bounds of ``model``'s classifier input over an input box, for one of :data:`SEMANTICS`."""
 
@@ -97,7 +92,7 @@ class NetworkBounds:
         if any(m.training for m in model.modules()):
             raise ValueError("the model is in training mode: call model.eval() first (BatchNorm must use its "
                              "running statistics)")
-        if semantics == DEPLOYED and not _binarized(model):
+        if semantics == DEPLOYED and not has_binary_layer(model):
             raise ValueError("the model has no binary layer, so there is no deployed network to verify (arbibench "
                              "deploys BNNs): verify its float model with semantics 'simulation' "
                              "(--semantics simulation)")
