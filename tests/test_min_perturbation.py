@@ -168,7 +168,7 @@ def test_search_resolves_a_bnn_below_the_old_bisection_floor_and_resumes(bnn, da
 
 
 def test_an_image_fooled_at_the_floor_is_censored_never_measured_there(bnn, data_dir, tmp_path):
-    # a floor of 4/255: random corners alone fool nearly every image of a standard BNN there
+    # a floor of 4/255: the corners and FGSM fool most correctly classified images of a standard BNN there
     x, y, idx = load_cifar10(12, data_dir=data_dir)
     with ResultStore(tmp_path / "c.db") as db:
         found = minimal_perturbation(bnn, x, y, idx, attacks=("fgsm",), eps_max=16 / 255, eps_floor=4 / 255,
@@ -178,7 +178,8 @@ def test_an_image_fooled_at_the_floor_is_censored_never_measured_there(bnn, data
     # every censored image was fooled at or below the floor; every other correct one only above it
     assert (found.eps_star[found.censored] <= found.eps_floor + 1e-6).all()
     assert (found.eps_star[found.clean_correct & ~found.censored] > found.eps_floor).all()
-    assert found.censored.mean() > 0.5 and found.is_censored(found.median_correct)
+    # a share of the correct images (misclassified ones are never censored), so a more accurate model keeps it
+    assert found.censored[found.clean_correct].mean() > 0.5 and found.is_censored(found.median_correct)
     summary = found.to_dict()
     assert summary["censored"] == pytest.approx(found.censored.sum() / found.clean_correct.sum())
     assert summary["per_sample"]["censored"] == found.censored.tolist()
