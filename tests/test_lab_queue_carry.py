@@ -437,3 +437,40 @@ def test_outputs_that_fail_the_plan_s_checks_stay_uncommitted_until_they_pass(re
     plan.write_text(json.dumps({"checks": "test_card.py", "jobs": [job]}))
     with pytest.raises(ValueError, match="list of test paths"):
         run()
+
+
+def test_new_weights_are_checked_by_every_test_that_names_their_model(repo, tmp_path):
+    # a job ships new weights of "m1": the tests naming "m1" run before the commit, those naming only others do not
+    ckpt = repo / "ckpt"
+    ckpt.mkdir()
+    for name in ("m1", "m1_at", "m2"):
+        (ckpt / f"{name}.safetensors").write_bytes(b"old")
+    subprocess.run(["git", "-C", str(repo), "add", "ckpt"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "weights"], check=True)
+    tests = repo / "tests"
+    tests.mkdir()
+    (tests / "test_m1.py").write_text(
+        "import pathlib\n\n\ndef test_m1_keeps_its_property():\n"
+        "    assert pathlib.Path('ckpt/m1.safetensors').read_bytes() != b'bad', \"m1\"\n")
+    (tests / "test_others.py").write_text(
+        "def test_never_selected():\n    raise AssertionError(\"m1_at\" + \"m2\")\n")
+    write = [sys.executable, "-c", "import pathlib; pathlib.Path('ckpt/m1.safetensors').write_bytes(b'bad')"]
+    plan = repo / "zoo_runs" / "queue.json"
+    plan.parent.mkdir(exist_ok=True)
+    plan.write_text(json.dumps({"jobs": [{"name": "ship m1", "steps": [write], "commit": ["ckpt"]}]}))
+    from lab.queue.runner import tests_naming_changed_weights
+
+    assert tests_naming_changed_weights(repo, ["ckpt"]) == ()  # nothing changed yet
+    state = repo / "zoo_runs" / "state.json"
+
+    def run() -> int:
+        return Runner([], QueueState.load(state), repo, tmp_path / "runner", log=lambda m: None, plan=plan).run()
+
+    with pytest.raises(RuntimeError, match="(?s)fail the plan's checks.*test_m1_keeps_its_property"):
+        run()
+    assert tests_naming_changed_weights(repo, ["ckpt"]) == ("tests/test_m1.py",)
+    assert subprocess.run(["git", "-C", str(repo), "diff", "--quiet", "HEAD", "--", "ckpt"]).returncode == 1
+    (ckpt / "m1.safetensors").write_bytes(b"new")  # weights that keep the property
+    assert run() == 1
+    assert (ckpt / "m1.safetensors").read_bytes() == b"new" and "ship m1" in QueueState.load(state).finished
+    assert subprocess.run(["git", "-C", str(repo), "diff", "--quiet", "HEAD", "--", "ckpt"]).returncode == 0

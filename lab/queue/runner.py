@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,6 +205,23 @@ def git_commit(paths: list[str], message: str, repo: Path) -> bool:
     return False
 
 
+def tests_naming_changed_weights(repo: Path, paths: Sequence[str], tests: str = "tests") -> tuple[str, ...]:
+    """The test files that name (as a quoted string) a model whose ``.safetensors`` under ``paths`` differs from
+    HEAD. A test can hold a property of the shipped model (a share of images censored at an eps* floor, an accuracy
+    floor): new weights may break it, and without this the first to notice would be CI on the branch."""
+    if not (repo / ".git").exists() or not paths or not (repo / tests).is_dir():
+        return ()
+    changed = subprocess.run(["git", "diff", "--name-only", "HEAD", "--", *paths], cwd=repo, capture_output=True,
+                             text=True).stdout.split()
+    changed += subprocess.run(["git", "ls-files", "--others", "--exclude-standard", "--", *paths], cwd=repo,
+                              capture_output=True, text=True).stdout.split()
+    names = {Path(p).stem for p in changed if p.endswith(".safetensors")}
+    if not names:
+        return ()
+    return tuple(str(f.relative_to(repo)) for f in sorted((repo / tests).glob("test_*.py"))
+                 if any(f'"{n}"' in f.read_text(encoding="utf-8") for n in names))
+
+
 def epoch_note(state_json: Path) -> str:
     """A training's last epoch for a commit message (", after epoch 12 of 60, validation accuracy 85.10%"); empty
     without a readable state.json."""
@@ -310,16 +327,18 @@ class Runner:
         self.log(f"queue: {job.name} finished")
 
     def _check(self, job: Job) -> None:
-        """Run the plan's checks on what the job's steps wrote, before it is committed: outputs that the test suite
-        would refuse (a card its reader cannot round-trip, a board that says what the cards do not) stay uncommitted
-        and the queue stops, so the branch, and CI on it, never holds them. Fixed, the same ``make queue`` runs the
-        checks again and commits."""
-        if not self.checks:
+        """Run the plan's checks, and the tests that name a model whose weights the job changed, on what the job's
+        steps wrote, before it is committed: outputs that the test suite would refuse (a card its reader cannot
+        round-trip, a board that says what the cards do not, weights that break a test's claim about the shipped
+        model) stay uncommitted and the queue stops, so the branch, and CI on it, never holds them. Fixed, the same
+        ``make queue`` runs the checks again and commits."""
+        checks = list(dict.fromkeys([*self.checks, *tests_naming_changed_weights(self.repo, job.commit)]))
+        if not checks:
             return
         self._wait_for_holders()
-        self.log(f"queue: {job.name}: checking its outputs ({' '.join(self.checks)})")
+        self.log(f"queue: {job.name}: checking its outputs ({' '.join(checks)})")
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *self.checks],
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *checks],
                                 cwd=self.repo, env=env, capture_output=True, text=True)
         if result.returncode != 0:
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
