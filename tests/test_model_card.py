@@ -45,3 +45,27 @@ def test_user_model_gets_a_card_without_zoo_metadata(tmp_path, data_dir):
     card = json.loads((tmp_path / "mi" / "cifar10" / "Linf" / "my_model.json").read_text())
     assert card["name"] == "my_model" and card["method"] is None and card["authors"] is None
     assert isinstance(card["clean_acc"], float)
+
+
+def test_the_eval_card_names_the_machine_that_computed_its_batches(tmp_path, data_dir):
+    # an eval card's seconds are read on a machine, as a protocol card's: it names this CPU, and where the store's
+    # batches came from elsewhere (a GPU) each machine's share of the batch seconds, not the machine writing it
+    import sqlite3
+
+    import torch
+
+    from arbibench.machine import computed_on
+
+    kwargs = {"n_examples": 20, "attacks": ("fgsm",), "data_dir": data_dir, "store": tmp_path / "s.db",
+              "progress": False, "checks": False, "to_disk": True, "model_info": tmp_path / "mi", "batch_size": 10}
+    result = benchmark("resnet20_bnn", **kwargs)
+    path = tmp_path / "mi" / "cifar10" / "Linf" / "resnet20_bnn.json"
+    here = computed_on(torch.device("cpu"))
+    assert result.machine == here and result.to_dict()["machine"] == here
+    assert json.loads(path.read_text())["machine"] == here
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("UPDATE batch_machines SET machine = 'NVIDIA H200 (cuda)' WHERE batch_index = 0")
+    again = benchmark("resnet20_bnn", **kwargs)  # read back from the store: nothing recomputed here
+    card = json.loads(path.read_text())
+    assert card["machine"] == again.machine and again.machine.count("% of batch seconds") == 2
+    assert "NVIDIA H200 (cuda)" in again.machine and here in again.machine

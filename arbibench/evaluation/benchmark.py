@@ -21,7 +21,7 @@ from arbibench.evaluation.executors import Executor
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import compute_report
 from arbibench.evaluation.min_perturbation import EPS_FLOOR, check_search, search_eps_star
-from arbibench.evaluation.plan import attack_list, check_norms, plan_evaluation
+from arbibench.evaluation.plan import attack_list, check_norms, computed_by, plan_evaluation
 from arbibench.evaluation.result import BenchmarkResult
 from arbibench.evaluation.runner import execute
 from arbibench.evaluation.settings import RunSettings
@@ -143,6 +143,7 @@ def benchmark(
         plan = plan_evaluation(model, x, y, indices, attacks=attacks, threat=threat, settings=settings,
                                model_name=name, store=db)
         run = execute(plan, progress=progress, console=console, executor=executor)
+        machine = computed_by([plan], elsewhere=executor is not None)
         min_perturbation = None
         if eps_star:
             min_perturbation = search_eps_star(
@@ -169,6 +170,7 @@ def benchmark(
         checkpoint_sha256=sha256,
         inference=settings.inference,
         grid=threat.grid,
+        machine=machine,
         notes=[
             f"{a.name} ran {', '.join(a.components_run)}; not available yet: {', '.join(a.skipped_components)}"
             for a in plan.attacks

@@ -106,6 +106,21 @@ class EvalPlan:
     flags: dict[str, str] = field(default_factory=dict)
 
 
+def computed_by(plans: Sequence[EvalPlan], *, elsewhere: bool = False) -> str | None:
+    """What computed the plans' batches, as their store recorded it (each machine's share where several did: a run
+    resumed elsewhere, a cluster). A store whose batches name none falls back to this process's device, unless the
+    batches were computed ``elsewhere`` (an executor): then None, since nothing says where."""
+    from arbibench.machine import computed_on, provenance  # start-up: only a card asks
+
+    if not plans:
+        return None
+    keys = [p.ctx.store_key(a) for p in plans for a in (None, *p.attacks)]
+    named = provenance(plans[0].ctx.store.machine_seconds(keys))
+    if named is None and not elsewhere:
+        return computed_on(plans[0].ctx.device)
+    return named
+
+
 def attack_list(attacks: Sequence[str | Attack] | str | Attack) -> list[str | Attack]:
     """``attacks`` as a list (one name or attack stands for itself); an empty list is refused before any work."""
     listed: list[str | Attack] = [attacks] if isinstance(attacks, str | Attack) else list(attacks)

@@ -77,6 +77,7 @@ class BenchmarkResult:
     checkpoint_sha256: str | None = None  # of the checkpoint file measured (a zoo model loaded by name)
     inference: Inference = Inference.SIMULATION  # the network whose answers count (arbibench.inference)
     grid: str = "float"  # or "uint8": every adversarial example on the k/255 grid (arbibench.attacks.threat)
+    machine: str | None = None  # what computed the batches, so its seconds can be read (arbibench.machine)
 
     @property
     def clean_acc(self) -> float:
@@ -115,6 +116,7 @@ class BenchmarkResult:
             **report,
             "flags": self.flags,
             "notes": self.notes,
+            "machine": self.machine,
             "eps_star": None if self.min_perturbation is None else self.min_perturbation.to_dict(),
         }
 
@@ -162,6 +164,7 @@ class BenchmarkResult:
             data_indices_hash={ALL: hash_indices(self.indices)},
             n_examples={ALL: len(self.indices)},
             sweep=(),
+            machine=self.machine,
             **eps_star_fields(self.min_perturbation),
         )
 

@@ -30,15 +30,14 @@ from arbibench.evaluation.findings import PairedOutcomes, TwinComparison, column
 from arbibench.evaluation.inputs import resolve_device
 from arbibench.evaluation.metrics import RobustnessReport, compute_report, robustness_score_mean
 from arbibench.evaluation.min_perturbation import MinimalPerturbation, search_eps_star
-from arbibench.evaluation.plan import EvalPlan, plan_evaluation
+from arbibench.evaluation.plan import EvalPlan, computed_by, plan_evaluation
 from arbibench.evaluation.result import format_eps, query_summary
 from arbibench.evaluation.runner import Evaluation, execute, make_progress
 from arbibench.evaluation.settings import RunSettings
-from arbibench.evaluation.store import ResultStore, evaluation_key, hash_indices
+from arbibench.evaluation.store import ResultStore, hash_indices
 from arbibench.evaluation.stored_only import MissingResultsError, StoredOnlyExecutor
 from arbibench.evaluation.surrogates import resolve_surrogate
 from arbibench.inference import Inference
-from arbibench.machine import computed_on, provenance
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.certified import attach_certificates
 from arbibench.protocol.presets import ACCESS_GROUPS, Protocol
@@ -263,21 +262,9 @@ def execute_model(
         min_perturbation=eps_star,
         checkpoint_sha256=plan.checkpoint_sha256,
         inference=plan.settings.inference,
-        machine=_machine(plan, backend),
+        machine=computed_by(plan.plans, elsewhere=backend is not None),
         per_image=per_image,
     )
-
-
-def _machine(plan: ModelPlan, backend: Executor | None) -> str | None:
-    """What computed the model's batches, from the store (each machine's share where several did: a run resumed
-    elsewhere, a cluster); for a store whose batches name none, the machine writing the card, as before."""
-    if not plan.plans:
-        return None
-    keys = [evaluation_key(p.ctx.model_hash, p.ctx.spec(a)) for p in plan.plans for a in (None, *p.attacks)]
-    named = provenance(plan.plans[0].ctx.store.machine_seconds(keys))
-    if named is None and backend is None:
-        return computed_on(plan.plans[0].ctx.device)
-    return named
 
 
 def _attack_outcomes(runs: dict[str, Evaluation]) -> tuple[list[AttackOutcome], dict[str, RobustnessReport]]:
