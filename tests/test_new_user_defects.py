@@ -389,3 +389,26 @@ def test_eval_options_name_themselves_and_need_what_they_set(env: None, tmp_path
     _refused(["eval", "-m", "resnet20_bnn", "-n", "5", "--attacks", "fgsm", "--store", str(tmp_path / "s.db"), *args],
              *words)
     assert not (tmp_path / "s.db").exists()
+
+
+# --- a third new user: outputs, data folders and options that the command ignored or checked too late ---
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_table_written_to_a_folder_is_one_error_line(tmp_path: Path) -> None:
+    """``leaderboard table --out DIR`` and ``zoo table --out DIR`` used to end in a traceback (exit 1)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    _refused(["leaderboard", "table", "--model-info", str(ROOT / "model_info"), "--out", str(folder)], "--out",
+             "is a folder, not a file")
+    _refused(["zoo", "table", "--out", str(folder)], "--out", "is a folder, not a file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and not any(folder.iterdir())
+
+
+def test_zoo_curves_refused_leaves_no_figure_behind(tmp_path: Path) -> None:
+    """``zoo curves --out DIR`` used to write DIR.png, then refuse the page."""
+    folder = tmp_path / "page"
+    folder.mkdir()
+    _refused(["zoo", "curves", "--out", str(folder)], "is a folder, not a file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page"]

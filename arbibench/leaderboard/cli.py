@@ -17,6 +17,7 @@ from pathlib import Path
 import typer
 
 from arbibench.cards import shipped_sha256
+from arbibench.evaluation.cli import check_outputs
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
 from arbibench.leaderboard.findings import FINDINGS_BEGIN, FINDINGS_END, findings_readme_markdown
@@ -82,6 +83,7 @@ def table(
     out: Path | None = typer.Option(None, help="Write the markdown to this file instead of printing it."),
 ) -> None:
     """Print the leaderboards as GitHub markdown tables (the site's ranking), e.g. for a README."""
+    check_outputs(("--out", out))
     try:
         boards = build_boards(load_cards(model_info))
     except (LeaderboardError, CardError) as e:
@@ -91,7 +93,10 @@ def table(
     if out is None:
         print(text, end="")  # plain print: no wrapping or markup in the tables
         return
-    atomic_write_text(text, out)
+    try:
+        atomic_write_text(text, out)
+    except OSError as e:
+        fail(e)
     console.print(f"wrote {out}: {len(boards)} leaderboard(s)", highlight=False)
 
 

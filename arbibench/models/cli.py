@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
+from arbibench.evaluation.cli import check_outputs
 from arbibench.files import atomic_write_text
 from arbibench.models.markdown import goal_status, paper_status, write_curves, zoo_markdown
 from arbibench.terminal import USER_ERRORS, console, fail
@@ -136,14 +137,16 @@ def zoo_table(
 ) -> None:
     """Print the shipped zoo as a markdown table from the model cards: accuracy, training time, recipe and the gap to
     the zoo's accuracy goal (README's zoo table is this command's output)."""
+    check_outputs(("--out", out))
     try:
         text = zoo_markdown(dataset=dataset)
+        if out is not None:
+            atomic_write_text(text, out)
     except USER_ERRORS as e:
         fail(e)
     if out is None:
         typer.echo(text, nl=False)
         return
-    atomic_write_text(text, out)
     console.print(f"wrote {out}")
 
 
@@ -156,6 +159,7 @@ def zoo_curves(
 ) -> None:
     """Write the learning curve of every shipped checkpoint's last training run, from its card, and what each says:
     underfits or not, still rising or flat, so a miss of the accuracy goal reads as the budget or the recipe."""
+    check_outputs(("--out", out), ("--out", out.with_suffix(".png")))
     try:
         curves = write_curves(out, model_dir)
     except USER_ERRORS as e:

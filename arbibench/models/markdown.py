@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from arbibench.cards import PIN_FILE, CheckpointCard, shipped_sha256
-from arbibench.files import atomic_write_bytes
+from arbibench.files import atomic_write_bytes, check_writable
 from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, CurveReading, curves_figure, read_curve
 from arbibench.models.published import published_figure
 
@@ -268,6 +268,8 @@ def write_curves(
                          "--export` first")
     page = Path(out)
     png = page.with_suffix(".png")
+    check_writable(page)  # both before either is written: a refused page leaves no figure behind
+    check_writable(png)
     data = curves_figure({name: reading for name, (_, reading) in curves.items()})
     atomic_write_bytes(data, png)
     atomic_write_bytes(curves_markdown(curves, figure=png.name).encode("utf-8"), page)
