@@ -412,3 +412,46 @@ def test_zoo_curves_refused_leaves_no_figure_behind(tmp_path: Path) -> None:
     folder.mkdir()
     _refused(["zoo", "curves", "--out", str(folder)], "is a folder, not a file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page"]
+
+
+def test_deploy_check_checks_its_card_folder_and_data_folder_before_any_model(
+        env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file given as --model-info used to end the command with a traceback after the first model's whole check."""
+    import arbibench.protocol.deploy_check as deploy_check
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the check ran before the refusal")
+
+    monkeypatch.setattr(deploy_check, "run_deploy_check", refuse)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    check = ["protocol", "deploy-check", "cifar10", "--quick", "--models", "resnet20_bnn", "--attacks", "fgsm",
+             "--backend", "emulator"]  # fmt: skip
+    _refused([*check, "--model-info", str(a_file)], "--model-info", "is a file, not a folder")
+    _refused([*check, "--model-info", str(tmp_path / "mi"), "--data-dir", str(tmp_path / "nodata")],
+             "--data-dir", "does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_a_misspelt_data_dir_is_named_by_every_command_that_reads_data(env: None, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """train, recalibrate, import and corruptions generate used to create the folder and start the download."""
+    import arbibench.train as training
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("work began before the refusal")
+
+    monkeypatch.setattr(training, "train", refuse)
+    monkeypatch.setattr(training, "recalibrate_checkpoint", refuse)
+    missing = tmp_path / "nodata"
+    checkpoint = tmp_path / "model.pth"
+    checkpoint.write_bytes(b"")
+    for args in (
+        ["train", "--method", "bnn", "--recipe", "kd", "--out", str(tmp_path / "runs")],
+        ["recalibrate", "resnet20_bnn", "--out", str(tmp_path / "recal")],
+        ["import", str(checkpoint), "--from", "recu", "--arch", "resnet20", "--name", "mine", "--model-dir",
+         str(tmp_path / "models")],
+        ["corruptions", "generate", "-n", "4", "--corruptions", "fog", "--out", str(tmp_path / "c" / "CIFAR-10-C")],
+    ):  # fmt: skip
+        _refused([*args, "--data-dir", str(missing)], f"--data-dir {missing} does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pth"]

@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from rich.progress import Progress
 
-from arbibench.terminal import USER_ERRORS, console, fail
+from arbibench.evaluation.cli import check_data_dir
+from arbibench.terminal import USER_ERRORS, comma_list, console, fail
 
 
 def data_errors() -> tuple[type[Exception], ...]:
@@ -41,9 +42,10 @@ def corruptions_generate(
     from arbibench.data.corruptions.generate import generate_cifar10c  # start-up: as above
     from arbibench.data.corruptions.grid import corruption_grid  # start-up: as above
 
-    names = list(CORRUPTIONS) if corruptions.strip() == "all" else [c.strip() for c in corruptions.split(",")]
+    check_data_dir(data_dir)
     cells = []  # what was corrupted now: nothing when the folder already held this set
     try:
+        names = list(CORRUPTIONS) if corruptions.strip() == "all" else comma_list(corruptions, "--corruptions")
         if grid is not None and out is not None and out.name != "CIFAR-10-C":  # before the set, not after it
             raise ValueError("--grid reads DATA_DIR/CIFAR-10-C; use it without --out or name --out CIFAR-10-C")
         target = out if out is not None else cifar10c_dir(data_dir)
@@ -56,7 +58,7 @@ def corruptions_generate(
                 bar.update(task, advance=1, description=f"{name} {severity}")
 
             folder, manifest = generate_cifar10c(
-                n_examples, seed=seed, data_dir=data_dir, out=out, corruptions=[n for n in names if n], force=force,
+                n_examples, seed=seed, data_dir=data_dir, out=out, corruptions=names, force=force,
                 on_cell=cell,
             )
         if grid is not None:

@@ -264,6 +264,7 @@ def import_(
     Then `arbibench eval --model NAME --model-dir DIR` (and benchmark(), protocol run, zoo list) use it like a zoo
     model. Nothing is written when a check fails.
     """
+    check_data_dir(data_dir)
     from arbibench.evaluation.model_import import (  # start-up: the importers load torch
         DEFAULT_CHECK_IMAGES,
         import_checkpoint,

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 import arbibench.train as training
+from arbibench.evaluation.cli import check_data_dir
 from arbibench.faults import fault_point
 from arbibench.terminal import USER_ERRORS, console, fail
 from arbibench.train import side_by_side
@@ -100,6 +101,7 @@ def train(
 
     Rerunning the same command resumes from the last finished epoch.
     """
+    check_data_dir(data_dir)
     if time_limit is not None and not time_limit > 0:  # NaN too
         fail(ValueError(f"--time-limit is in minutes and must be positive, got {time_limit:g}"))
     if models is not None:
@@ -301,6 +303,7 @@ def recalibrate(
     Prints the clean accuracy before and after; with --export the new weights replace the zoo's only when they are
     more accurate, and the card keeps the old version in its history.
     """
+    check_data_dir(data_dir)
     run_dir = out / name
     try:
         summary = training.recalibrate_checkpoint(name, run_dir, data_dir, batches=batches, log=console.log)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from arbibench.cards import DEPLOY_CHECK, ONES_PADDING, check_card_path
-from arbibench.evaluation.cli import user_errors
+from arbibench.evaluation.cli import check_data_dir, check_outputs, user_errors
 from arbibench.files import atomic_write_json
 from arbibench.protocol.cli import common
 from arbibench.terminal import comma_list, console, fail
@@ -39,6 +39,8 @@ def protocol_deploy_check(
     protocol = common.protocol_preset(name, quick)
     if not isinstance(protocol, Protocol):
         fail(ValueError(f"{name!r} has no attacks to check; use cifar10 or cifar10-l2"))
+    check_outputs(("--model-info", model_info), folders=("--model-info",))  # before any model, not after the first
+    check_data_dir(data_dir)
     if models.strip() == "all":
         names = [n for n, e in ZOO.items() if e.dataset == protocol.dataset and e.shipped
                  and get_method(e.method).is_binary]
