@@ -455,3 +455,55 @@ def test_a_misspelt_data_dir_is_named_by_every_command_that_reads_data(env: None
     ):  # fmt: skip
         _refused([*args, "--data-dir", str(missing)], f"--data-dir {missing} does not exist")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pth"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(["--inference", "deployed"], ("--inference deployed", "cifar10-c")),
+     (["--backend", "processes"], ("--backend processes", "cifar10-c"))],
+    ids=["inference", "backend"],
+)
+def test_the_corruption_protocol_refuses_options_it_would_ignore(env: None, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                                                  words: tuple[str, ...]) -> None:
+    """``protocol run cifar10-c --inference deployed`` used to measure the float model and say nothing."""
+    import arbibench.protocol.corruptions as corruptions
+
+    def refuse(*a: object, **k: object) -> None:
+        raise AssertionError("the corruption protocol ran")
+
+    monkeypatch.setattr(corruptions, "run_corruption_protocol", refuse)
+    _refused(["protocol", "run", "cifar10-c", "--quick", "--models", "resnet20_bnn", "--store", str(tmp_path / "s.db"),
+              "--model-info", str(tmp_path / "mi"), *args], *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_only_attacks_and_corruptions_refuse_an_empty_item(env: None, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--only-attacks fgsm,`` used to run fgsm and drop the empty item; ``--corruptions fog,`` likewise."""
+    _no_work(monkeypatch)
+    _refused(["protocol", "run", "cifar10", "--quick", "--models", "resnet20_bnn", "--store", str(tmp_path / "s.db"),
+              "--model-info", str(tmp_path / "mi"), "--only-attacks", "fgsm,"], "--only-attacks", "empty item")
+    _refused(["corruptions", "generate", "-n", "4", "--corruptions", "fog,", "--out",
+              str(tmp_path / "c" / "CIFAR-10-C")], "--corruptions", "empty item")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_every_bracket_in_the_help_is_shown() -> None:
+    """Rich read ``[certified, attacked]`` in `protocol run --help` as markup and printed "the bracket ."."""
+    import re
+
+    from arbibench.cli import COMMANDS, load_command
+
+    def walk(command: Any, path: list[str]) -> Any:
+        yield command, path
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    missing = []
+    for name in COMMANDS:
+        for command, path in walk(load_command(name), [name]):
+            shown = " ".join(runner.invoke(app, [*path, "--help"], env={"COLUMNS": "400"}).output.split())
+            for text in [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]:
+                missing += [(path, m) for m in re.findall(r"\[[^\]]*\]", text) if m not in shown]
+    assert missing == []

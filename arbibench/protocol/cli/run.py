@@ -26,7 +26,7 @@ from arbibench.evaluation.cli import (
 from arbibench.inference import Inference
 from arbibench.protocol.cli import common
 from arbibench.protocol.cli.common import DEMO_HELP
-from arbibench.terminal import console, fail
+from arbibench.terminal import comma_list, console, fail
 
 if TYPE_CHECKING:
     from torch import nn
@@ -60,7 +60,7 @@ def protocol_run(
     certify: bool = typer.Option(
         False, "--certify", help="Also certify each eps* image with `arbibench verify`'s bounds (tens of seconds "
         "per image, each committed to the store as it finishes: a rerun certifies only the images missing): the card's "
-        "median eps* becomes the bracket [certified, attacked]."
+        "median eps* becomes the bracket of its certified (lower) and attacked (upper) end."
     ),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
@@ -86,11 +86,8 @@ def protocol_run(
     from arbibench.protocol.presets import CorruptionProtocol  # start-up: as above
     from arbibench.protocol.run import protocol_findings, run_protocol  # start-up: as above
 
-    protocol = common.protocol_on_grid(common.protocol_preset(name, quick, demo), grid)
-    if certify:
-        if isinstance(protocol, CorruptionProtocol):
-            fail(ValueError(f"--certify certifies eps*; {protocol.label} has no eps* search"))
-        protocol = replace(protocol, eps_star_certify=True)
+    protocol = _with_options(common.protocol_on_grid(common.protocol_preset(name, quick, demo), grid), certify,
+                             inference, (backend, address, workers, worker_threads))
     names = common.protocol_models(models, protocol.dataset, model_dir)
     check_data_dir(data_dir)
     noun = "model" if len(names) == 1 else "models"
@@ -101,7 +98,7 @@ def protocol_run(
     if only_attacks is not None:
         if isinstance(protocol, CorruptionProtocol):
             fail(ValueError(f"--only-attacks applies to the attack protocols; {protocol.label} has no attack"))
-        _protocol_run_attacks(protocol, names, store, only_attacks.split(","), model_dir, device, data_dir, sweep,
+        _protocol_run_attacks(protocol, names, store, only_attacks, model_dir, device, data_dir, sweep,
                               (backend, address, workers, worker_threads), inference)
         console.print(f"protocol {protocol.label}, {only_attacks} only, finished in {active_clock().now() - t0:.0f} s")
         return
@@ -143,8 +140,27 @@ def protocol_run(
     console.print(f"protocol {protocol.label} finished in {active_clock().now() - t0:.0f} s")
 
 
+def _with_options(protocol: Protocol | CorruptionProtocol, certify: bool, inference: str,
+                  backend_options: tuple[str, str | None, int | None, int | None]) -> Protocol | CorruptionProtocol:
+    """``protocol`` with ``--certify``; the options of the attack protocols, which the corruption protocol would
+    ignore, refused for it."""
+    from arbibench.protocol.presets import CorruptionProtocol  # start-up: the presets load torch
+
+    if not isinstance(protocol, CorruptionProtocol):
+        return replace(protocol, eps_star_certify=True) if certify else protocol
+    if certify:
+        fail(ValueError(f"--certify certifies eps*; {protocol.label} has no eps* search"))
+    if inference != Inference.SIMULATION.value:
+        fail(ValueError(f"--inference {inference} applies to the attack protocols; {protocol.label} measures the "
+                        "float model only"))
+    if backend_options != ("local", None, None, None):
+        fail(ValueError(f"--backend, --address, --workers and --worker-threads apply to the attack protocols; "
+                        f"{protocol.label} runs in this process (got --backend {backend_options[0]})"))
+    return protocol
+
+
 def _protocol_run_attacks(
-    protocol: Protocol, names: list[str], store: Path, attacks: list[str], model_dir: Path | None,
+    protocol: Protocol, names: list[str], store: Path, attacks: str, model_dir: Path | None,
     device: str | None, data_dir: Path | None, sweep: bool,
     backend_options: tuple[str, str | None, int | None, int | None], inference: str,
 ) -> None:
@@ -152,8 +168,8 @@ def _protocol_run_attacks(
     from arbibench.evaluation.store import ResultStore  # start-up: the run loads torch
     from arbibench.operations.split import check_attack_names, compute_attacks  # start-up: as above
 
-    try:
-        wanted = check_attack_names(protocol, attacks, sweep=sweep)  # before a backend starts its workers
+    try:  # before a backend starts its workers
+        wanted = check_attack_names(protocol, comma_list(attacks, "--only-attacks"), sweep=sweep)
     except ValueError as e:
         fail(e)
     runner_backend = open_executor(*backend_options, model_dir)
