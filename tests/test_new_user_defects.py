@@ -507,3 +507,13 @@ def test_every_bracket_in_the_help_is_shown() -> None:
             for text in [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]:
                 missing += [(path, m) for m in re.findall(r"\[[^\]]*\]", text) if m not in shown]
     assert missing == []
+
+
+def test_api_names_a_bad_batch_size_or_seed(data_dir: Path) -> None:
+    from arbibench import clean_accuracy, load_cifar10
+
+    x, y, _ = load_cifar10(4, data_dir=data_dir)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
+        clean_accuracy(load_model("resnet20_bnn"), x, y, batch_size=0)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer, got -1"):
+        load_cifar10(4, data_dir=data_dir, seed=-1)

@@ -17,5 +17,7 @@ def select_indices(total: int, n_examples: int | None, *, seed: int | None = Non
         raise ValueError(f"n_examples={n_examples} but the split holds only {total} samples; use n_examples<={total}.")
     if seed is None:
         return np.arange(n_examples, dtype=np.int64)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     rng = np.random.default_rng(seed)
     return np.sort(rng.choice(total, size=n_examples, replace=False)).astype(np.int64)

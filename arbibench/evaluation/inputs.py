@@ -156,6 +156,8 @@ def clean_accuracy(
 ) -> float:
     """Fraction of ``x`` that ``model`` classifies as ``y`` (RobustBench's ``clean_accuracy``)."""
     check_images(x, y)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     device = resolve_device(device) if device is not None else next(model.parameters()).device
     model.eval()
     return (predict(model, x, batch_size, device) == y.cpu()).float().mean().item()
