@@ -517,3 +517,39 @@ def test_api_names_a_bad_batch_size_or_seed(data_dir: Path) -> None:
         clean_accuracy(load_model("resnet20_bnn"), x, y, batch_size=0)
     with pytest.raises(ValueError, match="seed must be a non-negative integer, got -1"):
         load_cifar10(4, data_dir=data_dir, seed=-1)
+
+
+def test_a_module_s_card_needs_its_name_and_a_seed_is_not_negative(data_dir: Path, tmp_path: Path) -> None:
+    # a module handed to benchmark(..., to_disk=True) used to get a card named after its class (ResNet.json)
+    from arbibench import benchmark
+
+    kwargs: dict[str, Any] = {"n_examples": 4, "attacks": ("fgsm",), "data_dir": data_dir, "progress": False,
+                              "checks": False, "store": tmp_path / "s.db", "model_info": tmp_path / "mi"}
+    with pytest.raises(ValueError, match="(?s)class is 'ResNet'.*pass model_name='my_bnn'"):
+        benchmark(load_model("resnet20_bnn"), to_disk=True, **kwargs)
+    with pytest.raises(ValueError, match=r"seed \(--seed\) must be a non-negative integer, got -1"):
+        benchmark("resnet20_bnn", seed=-1, **kwargs)
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "mi").exists()  # refused before any work
+    store = tmp_path / "e.db"
+    _refused(["eval", "-m", "resnet20_bnn", "-n", "4", "--attacks", "fgsm", "--seed", "-1", "--store", str(store)],
+             "--seed", "-1")
+    assert not store.exists()
+
+
+def test_grid_check_and_verify_name_the_one_bad_option(env: None, tmp_path: Path) -> None:
+    _refused(["protocol", "grid-check", "--models", "resnet20_bnn", "--eps", "0"], "--eps:", "> 0")
+    line = _refused(["verify", "-m", "resnet20_bnn", "-n", "1", "--steps", "-1"], "--steps", "got -1")
+    assert "--nodes" not in line and "--corners" not in line
+    _refused(["verify", "-m", "resnet20_bnn", "-n", "1", "--nodes", "0"], "--nodes", ">= 1", "got 0")
+
+
+def test_recalibrate_checks_its_output_folder_before_any_pass(env: None, tmp_path: Path) -> None:
+    # `recalibrate NAME --out PATH` where PATH/NAME is a file: refused before the accuracy passes and re-estimation
+    (tmp_path / "resnet20_bnn").write_text("not a folder")
+    _refused(["recalibrate", "resnet20_bnn", "--out", str(tmp_path)], "--out", "is a file, not a folder")
+
+
+def test_quick_is_one_plain_flag_on_every_protocol_command() -> None:
+    for command in ("run", "deploy-check", "progress", "report"):
+        shown = runner.invoke(app, ["protocol", command, "--help"], env={"COLUMNS": "200"}).output
+        assert "--quick" in shown and "--no-quick" not in shown, (command, shown)

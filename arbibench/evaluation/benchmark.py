@@ -90,7 +90,7 @@ def benchmark(
     iterative, gradient-free beating gradient attacks) and reports what they raise in ``result.flags``.
     ``model_dir`` is where a zoo name's checkpoint is looked up (ImageNet weights you bring; default: the
     package's checkpoints). ``to_disk=True`` writes the model card
-    ``<model_info>/<dataset>/<threat_model>/<model_name>.json``.
+    ``<model_info>/<dataset>/<threat_model>/<model_name>.json`` (a module handed over needs its ``model_name``).
     ``eps_star`` names the attacks whose smallest adversarial perturbation per image (eps*, searched from
     ``eps_star_max``, default 2 * eps, down to ``eps_star_floor`` (1e-3/255; an image fooled there is censored) with
     ``eps_star_draws`` random sign corners first at every radius (0: none), then ``eps_star_rounds`` bisection
@@ -107,6 +107,9 @@ def benchmark(
     ``uint8/`` folder beside the float card.
     """
     check_dataset(dataset)
+    if to_disk and model_name is None and isinstance(model, nn.Module):
+        raise ValueError(f"to_disk=True files the card under the model's name, and a module handed over has none (its "
+                         f"class is {type(model).__name__!r}): pass model_name='my_bnn'")
     threat = get_threat_model(threat_model, eps, grid)
     if threat.grid != FLOAT and eps_star:
         raise ValueError(f"eps* is searched on float inputs only, not on the {grid} grid yet: leave eps_star empty "
@@ -118,6 +121,8 @@ def benchmark(
     device = resolve_device(device)  # before any work: a missing GPU is one error, not a traceback from .to()
     settings = RunSettings(dataset=dataset, seed=seed, batch_size=batch_size, device=device,
                            inference=Inference.parse(inference))
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed (--seed) must be a non-negative integer, got {seed!r}")
     if subset_seed is not None and (isinstance(subset_seed, bool) or not isinstance(subset_seed, int)
                                     or subset_seed < 0):
         raise ValueError(f"subset_seed (--subset-seed) must be a non-negative integer, got {subset_seed!r}")

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 import arbibench.train as training
-from arbibench.evaluation.cli import check_data_dir
+from arbibench.evaluation.cli import check_data_dir, check_outputs
 from arbibench.faults import fault_point
 from arbibench.terminal import USER_ERRORS, console, fail
 from arbibench.train import side_by_side
@@ -305,6 +305,7 @@ def recalibrate(
     """
     check_data_dir(data_dir)
     run_dir = out / name
+    check_outputs(("--out", run_dir), folders=("--out",))  # before the two 10,000-image passes, not after them
     try:
         summary = training.recalibrate_checkpoint(name, run_dir, data_dir, batches=batches, log=console.log)
     except train_errors() as e:

@@ -204,9 +204,10 @@ def check_search(radius_min: float, radius_max: float, steps: int, max_nodes: in
     if not (0 < radius_min <= radius_max <= 1):
         raise ValueError(f"radii must satisfy 0 < radius_min <= radius_max <= 1, got {radius_min:g} and "
                          f"{radius_max:g}: pass them as fractions of the pixel range, e.g. 1e-4/255")
-    if steps < 0 or max_nodes < 1 or corners < 0:
-        raise ValueError(f"steps ({steps}) and corners ({corners}) must be >= 0, and the node budget (max_nodes, "
-                         f"--nodes: {max_nodes}) >= 1")
+    for name, value, least in (("steps (--steps)", steps, 0), ("max_nodes (--nodes)", max_nodes, 1),
+                               ("corners (--corners)", corners, 0)):
+        if value < least:
+            raise ValueError(f"{name} must be >= {least}, got {value}")
 
 
 def _check_inputs(x: torch.Tensor, y: torch.Tensor) -> None:

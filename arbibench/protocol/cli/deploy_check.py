@@ -18,7 +18,7 @@ from arbibench.terminal import comma_list, console, fail
 def protocol_deploy_check(
     name: str = typer.Argument("cifar10", help="The preset whose images and attacks are used: cifar10, cifar10-l2."),
     models: str = typer.Option("all", help="Comma-separated zoo BNNs, or 'all' (every binary CIFAR-10 model)."),
-    quick: bool = typer.Option(False, help="The preset's laptop variant (smaller subsets, 1000 queries)."),
+    quick: bool = typer.Option(False, "--quick", help="The preset's laptop variant (smaller subsets, 1000 queries)."),
     attacks: str | None = typer.Option(None, help="Comma-separated attacks of the preset (default: all of them)."),
     clean_images: int | None = typer.Option(
         None, min=1, help="Also measure clean agreement on the first N test images (10000: the whole test set)."

@@ -54,7 +54,10 @@ def protocol_grid_check(
         if not eps_values:
             raise ValueError(f"--eps {eps!r} names no budget; pass e.g. --eps 1/255,8/255")
         for e in eps_values:
-            get_threat_model("Linf", parse_eps(e), UINT8)
+            try:
+                get_threat_model("Linf", parse_eps(e), UINT8)
+            except ValueError as bad:
+                raise ValueError(f"--eps: {bad}") from None
     except ValueError as e:
         fail(e)
     check_outputs(("--json", json_out), ("--model-info", model_info), folders=("--model-info",))
