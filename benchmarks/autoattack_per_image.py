@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,46 @@ def _piece(model_name: str, eps_text: str, seed: int, args: argparse.Namespace, 
     }, path)
 
 
+def _robust(r: dict[str, Any]) -> tuple[list[bool], list[bool]]:
+    """Per image of a piece: robust under arbibench's ensemble (its configured Square), under the reference's."""
+    conf, ref = r["arbibench"]["square_variants"]["configured"], r["reference"]
+    ours = [c and f is None for c, f in zip(r["correct"], conf["fooled_by"], strict=True)]
+    theirs = [c and f is None for c, f in zip(r["correct"], ref["fooled_by"], strict=True)]
+    return ours, theirs
+
+
+def sign_test(a: int, b: int) -> float:
+    """Two-sided exact binomial p of ``a`` against ``b`` discordant images under "either library as likely"."""
+    n = a + b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(a, b) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def _aggregate(rows: list[dict[str, Any]]) -> None:
+    """What the issue asks: is arbibench's AutoAttack at or below the reference on average? Robust images summed over
+    the pieces of each (model, eps) and over all, the mean paired difference per piece, and the sign test on the
+    images that only one library left robust."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["eps"]), []).append(r)
+    print("\nOver the pieces (robust images summed; difference = arbibench - reference, mean per piece):")
+    print("| model | eps | pieces | correct | arbibench robust | reference robust | difference per piece | "
+          "only arbibench robust | only reference robust | sign test p |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, group in [*sorted(groups.items()), (("all", ""), rows)]:
+        ours = theirs = only_ours = only_ref = correct = 0
+        for r in group:
+            a, b = _robust(r)
+            ours, theirs, correct = ours + sum(a), theirs + sum(b), correct + sum(r["correct"])
+            only_ours += sum(x and not y for x, y in zip(a, b, strict=True))
+            only_ref += sum(y and not x for x, y in zip(a, b, strict=True))
+        print(f"| {key[0]} | {key[1] or '-'} | {len(group)} | {correct} | {ours} | {theirs} | "
+              f"{(ours - theirs) / len(group):+.2f} | {only_ours} | {only_ref} | "
+              f"{sign_test(only_ours, only_ref):.2f} |")
+
+
 def _summary(out: Path) -> None:
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     if not rows:
@@ -190,8 +231,7 @@ def _summary(out: Path) -> None:
         conf, flip = ours["configured"], ours.get("flipped")
         other = "-" if flip is None else f"{flip['robust']} (rescale={flip['rescale_schedule']})"
         ref = r["reference"]
-        ours_robust = [c and f is None for c, f in zip(r["correct"], conf["fooled_by"], strict=True)]
-        ref_robust = [c and f is None for c, f in zip(r["correct"], ref["fooled_by"], strict=True)]
+        ours_robust, ref_robust = _robust(r)
         only_ours = sum(a and not b for a, b in zip(ours_robust, ref_robust, strict=True))
         only_ref = sum(b and not a for a, b in zip(ours_robust, ref_robust, strict=True))
         grad_s = sum(c["seconds"] for c in r["arbibench"]["components"])
@@ -208,6 +248,7 @@ def _summary(out: Path) -> None:
         for label, comps in (("arbibench", ours), ("reference", r["reference"]["components"])):
             cells = " | ".join(f"{c['images']} / {c['fooled']}" for c in comps)
             print(f"| {r['model']} | {r['eps']} | {r['seed']} | {label} | {cells} |")
+    _aggregate(rows)
 
 
 def main() -> None:
