@@ -119,6 +119,8 @@ def atomic_write(write: Callable[[IO[bytes]], object], path: str | os.PathLike[s
     is in place.
     """
     path = Path(path)
+    if path.is_dir() or not path.name:  # "." or a folder: one error that says so, not a temporary's odd name
+        raise IsADirectoryError(errno.EISDIR, f"cannot write {path}: {_advice(errno.EISDIR, path)}")
     tmp = _tmp_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

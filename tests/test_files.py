@@ -108,3 +108,11 @@ def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path: Path)
     other.write_text("x")
     atomic_write_text("new\n", tmp_path / "f.txt")
     assert sorted(os.listdir(tmp_path)) == [".g.txt.1.tmp", "f.txt"]
+
+
+def test_the_current_folder_as_a_file_is_named_as_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``result.save_json(".")`` used to fail on the temporary's name ("has an empty name")."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(IsADirectoryError, match=r"cannot write \.: it is a folder: name a file in it \(e\.g\. out"):
+        atomic_write_json({"acc": 0.5}, ".")
+    assert not list(tmp_path.iterdir())
