@@ -567,3 +567,19 @@ def test_a_protocol_job_s_progress_says_where_its_eps_star_searches_stand():
     assert _protocol_progress([RunProgress("full.db", True, tuple(every_done))])[0] == "batches 1203/1203"
     no_search = [{**m, "eps_star": None} for m in models]
     assert _protocol_progress([RunProgress("full.db", True, tuple(no_search))])[0] == "batches 1203/1203"
+
+
+def test_a_certify_job_s_progress_counts_its_certificates_after_the_search():
+    # after the eps* search a --certify run spends its time in the verifier: the status says how many images are
+    # certified instead of reading "done"
+    from lab.queue.cli import _protocol_progress
+
+    done = {"state": "done", "summary": "done", "hours_so_far": 0.2}
+    certifying = {"done": 13, "total": 500, "summary": "13 of 500 images certified", "hours_so_far": 0.02,
+                  "hours_left": 0.7}
+    models = [_model("resnet20_bnn", done=401, batches=401, hours_so_far=1.5, hours_left=0.7, eps_star=done,
+                     certification=certifying)]
+    shown = _protocol_progress([RunProgress("full.db", True, tuple(models))])[0]
+    assert shown == "batches 401/401; resnet20_bnn: 13 of 500 images certified"
+    finished = [{**models[0], "certification": {**certifying, "done": 500, "summary": "done"}}]
+    assert _protocol_progress([RunProgress("full.db", True, tuple(finished))])[0] == "batches 401/401"

@@ -305,3 +305,45 @@ def test_progress_replays_the_eps_star_search_to_the_radius_the_store_lacks(tmp_
     # a run without eps* has nothing to replay
     assert protocol_progress(_tiny(), "resnet20_bnn", ResultStore(tmp_path / "t.db"), data_dir=data_dir).eps_star \
         is None
+
+
+def test_progress_counts_a_certify_run_s_certificates_and_computes_none(tmp_path, data_dir, monkeypatch):
+    # the verifier takes seconds an image, so a stand-in hands back certificates at once: what is tested is that the
+    # run's certificates are the ones progress counts (the same store key) and that progress never runs the verifier
+    import arbibench.protocol.certified as certified_module
+    from arbibench.verify.certify import ImageCertificate
+
+    calls: list[int] = []
+
+    def stand_in(model, x, y, *, indices, on_image, **kwargs):  # noqa: ANN001, ANN202 - certify's signature
+        calls.append(len(indices))
+        for i, label in zip(indices.tolist(), y.tolist(), strict=True):
+            on_image(ImageCertificate(int(i), int(label), True, 1e-4 / 255, 1.0, (), 2.0, None))
+
+    monkeypatch.setattr(certified_module, "certify", stand_in)
+    protocol = dataclasses.replace(_with_eps_star(), eps_star_certify=True)
+    with ResultStore(tmp_path / "s.db") as db:
+        before = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
+        assert before.certification is not None
+        assert (before.certification.done, before.certification.total) == (0, 8)
+        assert before.certification.seconds_left() is None and before.hours_left()[1] >= 1  # nothing prices it yet
+        run_protocol(protocol, ["resnet20_bnn"], db, data_dir=data_dir, progress=False)
+        assert calls == [8]
+        done = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
+        assert done.certification is not None and done.certification.describe() == "done"
+        assert (done.certification.done, done.certification.seconds) == (8, pytest.approx(16.0))
+        assert done.hours_left() == (0.0, 0)
+        assert done.hours_so_far == pytest.approx((sum(e.cpu_seconds for e in done.evaluations)
+                                                   + done.eps_star.seconds + 16.0) / 3600)
+        # three certificates lost (a run cut short): counted as left, priced at the mean of the five done
+        db.conn.execute("DELETE FROM certificates WHERE rowid IN (SELECT rowid FROM certificates LIMIT 3)")
+        db.conn.commit()
+        cut = protocol_progress(protocol, "resnet20_bnn", db, data_dir=data_dir)
+        assert cut.certification is not None and cut.certification.describe() == "5 of 8 images certified"
+        assert cut.certification.seconds_left() == pytest.approx(6.0)
+        assert cut.hours_left() == (pytest.approx(6.0 / 3600), 0)
+        assert cut.certification.to_json()["summary"] == "5 of 8 images certified"
+    assert calls == [8]  # progress replayed the search three times and certified nothing
+    # a run without --certify counts no certificates
+    with ResultStore(tmp_path / "s.db") as db:
+        assert protocol_progress(_with_eps_star(), "resnet20_bnn", db, data_dir=data_dir).certification is None

@@ -8,7 +8,9 @@ computed counts as done, and its seconds (another clock) price nothing.
 
 The eps* search has no hours left: each radius attacks the images the previous radii left, so its size is not known in
 advance. Where it stands is found by replaying it on the store (:func:`eps_star_progress`): every radius it has
-finished is read back, and the first one the store lacks is the one the run computes now.
+finished is read back, and the first one the store lacks is the one the run computes now. A ``--certify`` run then
+certifies each eps* image, committing one certificate at a time: those in the store are counted, and the images left
+are priced at the mean seconds of the ones done.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import json
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rich.console import Console
 from rich.progress import Progress
 
+from arbibench.attacks import BLACK_BOX
 from arbibench.evaluation.min_perturbation import LogGrid
 from arbibench.evaluation.plan import EvalPlan
 from arbibench.evaluation.store import ResultStore
@@ -30,6 +33,7 @@ from arbibench.inference import Inference
 from arbibench.machine import on_gpu
 from arbibench.models.zoo import load_model
 from arbibench.operations.projection import per_image_seconds, quick_card
+from arbibench.protocol.certified import stored_certificates
 from arbibench.protocol.presets import Protocol, get_protocol
 from arbibench.protocol.run import ModelPlan, model_eps_star, plan_model, protocol_subsets, run_settings
 
@@ -105,6 +109,30 @@ class EpsStarProgress:
                 "step": self.step, "steps": self.steps}
 
 
+@dataclass(frozen=True)
+class CertificationProgress:
+    """Where a ``--certify`` run's certificates stand: one per eps* image, each committed as it finishes."""
+
+    done: int
+    total: int
+    seconds: float  # the verifier's seconds of the certificates done (the run's clock)
+
+    def seconds_left(self) -> float | None:
+        """The images left at the mean seconds of those done (None: none done, nothing to price them by)."""
+        if self.done >= self.total:
+            return 0.0
+        return None if not self.done else (self.total - self.done) * self.seconds / self.done
+
+    def describe(self) -> str:
+        return "done" if self.done >= self.total else f"{self.done} of {self.total} images certified"
+
+    def to_json(self) -> dict[str, object]:
+        left = self.seconds_left()
+        return {"done": self.done, "total": self.total, "summary": self.describe(),
+                "hours_so_far": round(self.seconds / 3600, 4), "hours_left": None if left is None else round(
+                    left / 3600, 4)}
+
+
 @dataclass
 class ProtocolProgress:
     """A model's protocol run: every planned evaluation with its committed batches, and its eps* search (None: the
@@ -114,6 +142,7 @@ class ProtocolProgress:
     protocol: str
     evaluations: list[EvaluationProgress] = field(default_factory=list)
     eps_star: EpsStarProgress | None = None
+    certification: CertificationProgress | None = None  # None: the run certifies nothing
 
     @property
     def batches(self) -> int:
@@ -128,7 +157,8 @@ class ProtocolProgress:
         """Hours of the batches a CPU computed, the eps* search's included: the queue's clock (a GPU's batches are
         counted in :attr:`gpu_done`)."""
         search = 0.0 if self.eps_star is None else self.eps_star.seconds
-        return (sum(e.cpu_seconds for e in self.evaluations) + search) / 3600
+        verifier = 0.0 if self.certification is None else self.certification.seconds
+        return (sum(e.cpu_seconds for e in self.evaluations) + search + verifier) / 3600
 
     @property
     def gpu_done(self) -> int:
@@ -138,6 +168,8 @@ class ProtocolProgress:
         """(projected hours, evaluations with no measured batch yet): the sum of :meth:`seconds_left`, counting the
         evaluations it cannot price."""
         left = self.seconds_left()
+        if self.certification is not None:
+            left.append(self.certification.seconds_left())
         return sum(s for s in left if s is not None) / 3600, sum(s is None for s in left)
 
     def seconds_left(self) -> list[float | None]:
@@ -222,7 +254,19 @@ def protocol_progress(
             ))
     if sweep:
         out.eps_star = eps_star_progress(plan, store, exclude=seen)
+        out.certification = certification_progress(plan, store)
     return out
+
+
+def certification_progress(plan: ModelPlan, store: ResultStore) -> CertificationProgress | None:
+    """How many of the eps* images of a ``--certify`` run ``store`` holds certificates for; None where the run
+    certifies nothing."""
+    protocol = plan.protocol
+    if not (protocol.eps_star_certify and protocol.eps_star_attacks and BLACK_BOX in plan.subsets):
+        return None
+    _, _, idx = plan.subsets[BLACK_BOX]
+    done = stored_certificates(plan.model, idx.numpy(), store, semantics=plan.settings.inference)
+    return CertificationProgress(len(done), len(idx), sum(float(r.get("seconds", 0.0)) for r in done.values()))
 
 
 class _Replay(StoredOnlyExecutor):
@@ -249,7 +293,9 @@ def eps_star_progress(plan: ModelPlan, store: ResultStore, *, exclude: Iterable[
     radius the store lacks stops it. None where the protocol searches no eps*. ``exclude``: store keys that belong to
     the run's other evaluations (a radius may coincide with one), whose seconds are counted there."""
     replay = _Replay()
-    found = model_eps_star(plan, Console(quiet=True), False, replay)
+    # a replay reads the search back and computes nothing: certification_progress counts the certificates instead
+    searched_only = replace(plan, protocol=replace(plan.protocol, eps_star_certify=False))
+    found = model_eps_star(searched_only, Console(quiet=True), False, replay)
     if found is None and replay.waiting is None:
         return None
     skip = set(exclude)
@@ -279,6 +325,7 @@ def progress_json(p: ProtocolProgress) -> dict[str, object]:
         "model": p.model_name, "protocol": p.protocol, "batches": p.batches, "done": p.done, "gpu_done": p.gpu_done,
         "hours_so_far": round(p.hours_so_far, 4), "hours_left": round(hours, 4), "not_started": unknown,
         "eps_star": None if p.eps_star is None else p.eps_star.to_json(),
+        "certification": None if p.certification is None else p.certification.to_json(),
         "evaluations": [
             {"label": e.label, "attack": e.attack, "batches": e.batches, "done": e.done, "gpu_done": e.gpu_done,
              "samples": e.samples, "seconds": round(e.cpu_seconds, 3),

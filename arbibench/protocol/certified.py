@@ -10,6 +10,8 @@ rerun certifies only the images missing (the key: the model's hash and the verif
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from rich.console import Console
@@ -25,17 +27,37 @@ from arbibench.verify.certify import RADIUS_MAX, RADIUS_MIN, ImageCertificate, c
 REVISION = 1
 
 
+# The verifier's settings of `protocol run --certify` (the defaults of attach_certificates): part of the store key.
+STEPS, MAX_NODES, CORNERS = 5, 256, 50
+
+
 def certificate_key(model: nn.Module, semantics: str, settings: dict[str, float | int]) -> str:
     """The store key of the certificates of ``model`` under ``semantics`` with the verifier's ``settings``."""
     return hash_json({"model_hash": hash_model(model), "semantics": semantics, "revision": REVISION, **settings})
+
+
+def verifier_settings(radius_min: float = RADIUS_MIN, radius_max: float = RADIUS_MAX, steps: int = STEPS,
+                      max_nodes: int = MAX_NODES, corners: int = CORNERS) -> dict[str, float | int]:
+    """The settings a certificate's key holds (the protocol's, unless told otherwise)."""
+    return {"radius_min": radius_min, "radius_max": radius_max, "steps": steps, "max_nodes": max_nodes,
+            "corners": corners}
+
+
+def stored_certificates(model: nn.Module, sample_index: np.ndarray, store: ResultStore, *,
+                        semantics: Inference | str) -> dict[int, dict[str, Any]]:
+    """The certificates ``store`` holds for these images of ``model`` at the protocol's verifier settings, by sample
+    index: what a progress report counts while a ``--certify`` run is under way."""
+    key = certificate_key(model, Inference.parse(semantics).value, verifier_settings())
+    wanted = {int(i) for i in sample_index}
+    return {i: r for i, r in store.certificates(key).items() if i in wanted}
 
 
 def attach_certificates(found: MinimalPerturbation, model: nn.Module, x: torch.Tensor, y: torch.Tensor, *,
                         semantics: Inference | str, device: str | torch.device | None = None,
                         console: Console | None = None, store: ResultStore | None = None,
                         model_name: str = "model", radius_min: float = RADIUS_MIN,
-                        radius_max: float = RADIUS_MAX, steps: int = 5, max_nodes: int = 256,
-                        corners: int = 50) -> MinimalPerturbation:
+                        radius_max: float = RADIUS_MAX, steps: int = STEPS, max_nodes: int = MAX_NODES,
+                        corners: int = CORNERS) -> MinimalPerturbation:
     """``found`` with ``certified`` set: each image's certified Linf radius (0 where none was verified or the image is
     misclassified) under ``semantics`` (the network whose eps* was searched); the other keywords are the verifier's
     (:func:`arbibench.verify.certify`). With a ``store``, the certificates it holds for these images are read back
@@ -45,9 +67,7 @@ def attach_certificates(found: MinimalPerturbation, model: nn.Module, x: torch.T
     if len(found.eps_star) != len(y):
         raise ValueError(f"eps* holds {len(found.eps_star)} images, the verifier was given {len(y)}")
     mode = Inference.parse(semantics).value
-    settings: dict[str, float | int] = {"radius_min": radius_min, "radius_max": radius_max, "steps": steps,
-                                        "max_nodes": max_nodes, "corners": corners}
-    key = certificate_key(model, mode, settings)
+    key = certificate_key(model, mode, verifier_settings(radius_min, radius_max, steps, max_nodes, corners))
     radii: dict[int, float] = {}
     if store is not None:
         radii = {i: float(r["certified"]) for i, r in store.certificates(key).items()}

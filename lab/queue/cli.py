@@ -171,11 +171,14 @@ def _protocol_progress(answers: list[RunProgress]
 
 def _eps_star_note(models: list[dict[str, Any]]) -> str:
     """"; eps* k/n models, MODEL: where its search stands" while a run's eps* searches are not all done (they have
-    no projected hours: each radius attacks what the last one left); "" when done or the run has none."""
+    no projected hours: each radius attacks what the last one left); then, for a --certify run, "; MODEL: N of M
+    images certified" until its certificates are done; "" when all is done or the run has neither."""
     searches = [(m["model"], m["eps_star"]) for m in models if m.get("eps_star")]
     waiting = [(name, e) for name, e in searches if e["state"] != "done"]
     if not waiting:
-        return ""
+        certifying = [(m["model"], m["certification"]) for m in models
+                      if m.get("certification") and m["certification"]["done"] < m["certification"]["total"]]
+        return "".join(f"; {name}: {c['summary']}" for name, c in certifying)
     now = next(((name, e) for name, e in waiting if e["state"] == "searching"), waiting[0])
     return f"; eps* {len(searches) - len(waiting)}/{len(searches)} models, {now[0]}: {now[1]['summary']}"
 

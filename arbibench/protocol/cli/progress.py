@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,7 +59,9 @@ def protocol_progress_command(
     worker_threads: int | None = typer.Option(None, hidden=True, help=RUN_ONLY_HELP),
     inference: str = typer.Option(Inference.SIMULATION.value, help="The run's --inference."),
     grid: str = typer.Option("float", help="The run's --grid."),
-    certify: bool = typer.Option(False, "--certify", hidden=True, help=RUN_ONLY_HELP),
+    certify: bool = typer.Option(
+        False, "--certify", help="The run's --certify: its certificates are counted after its eps* search."
+    ),
     only_attacks: str | None = typer.Option(None, "--only-attacks", hidden=True, help=RUN_ONLY_HELP),
     evaluations: bool = typer.Option(
         False, "--evaluations", help="Also print, per model, every evaluation (batches, hours so far, seconds per "
@@ -74,13 +77,15 @@ def protocol_progress_command(
     defaults, so a run's command line with `run` turned into `progress` reports that run."""
     from arbibench.protocol.presets import Protocol  # start-up: the presets load torch
 
-    del device, backend, address, workers, worker_threads, certify  # how a run computes, not what it computes
+    del device, backend, address, workers, worker_threads  # how a run computes, not what it computes
     if only_attacks is not None:
         fail(ValueError("--only-attacks: such a run writes part of a store and no card; count the whole run, "
                         "without --only-attacks, on the store that joins the parts"))
     protocol = common.protocol_on_grid(common.protocol_preset(name, quick, demo), grid)
     if not isinstance(protocol, Protocol):
         fail(ValueError(f"{name!r} has no attack evaluations to count; use cifar10, cifar10-l2, imagenet, imagenet-l2"))
+    if certify:
+        protocol = replace(protocol, eps_star_certify=True)
     names = common.protocol_models(models, protocol.dataset, model_dir)
     if as_json and not store.is_file():  # nothing stored yet: what the models' quick cards project, nothing planned
         _print_json(protocol, store, [_not_started_json(protocol, m, model_info) for m in names])
@@ -154,8 +159,11 @@ def _print_progress(found: list[ProtocolProgress], evaluations: bool) -> None:
     for p in found:
         hours, unknown = p.hours_left()
         gpu = f" ({p.gpu_done} on a GPU)" if p.gpu_done else ""
+        search = "" if p.eps_star is None else p.eps_star.describe()
+        if p.certification is not None:
+            search += f"; certificates: {p.certification.describe()}"
         table.add_row(p.model_name, f"{p.done}/{p.batches}{gpu}", f"{p.hours_so_far:.2f}", f"{hours:.2f}",
-                      str(unknown) if unknown else "", "" if p.eps_star is None else p.eps_star.describe())
+                      str(unknown) if unknown else "", search)
         if evaluations:
             console.print(_evaluations_table(p))
     console.print(table)
@@ -165,4 +173,5 @@ def _print_progress(found: list[ProtocolProgress], evaluations: bool) -> None:
                   "model's own quick card in --model-info (at the full budget), else at the same attack's cost per "
                   "image elsewhere in the run, else at the dearest cost per batch measured so far, or not counted "
                   "when nothing is measured. eps*: where its search stands (hours so far include it); its hours left "
-                  "are not projected, since each radius attacks what the last one left")
+                  "are not projected, since each radius attacks what the last one left. certificates (--certify): "
+                  "those stored of the eps* images; the rest at the mean seconds of those done")
