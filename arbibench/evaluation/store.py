@@ -344,8 +344,8 @@ class ResultStore:
         return dict(rows.fetchall())
 
     def certificates(self, cert_key: str) -> dict[int, dict[str, Any]]:
-        """The verifier's stored certificates of ``cert_key`` by sample index: tens of seconds an image, so kept one
-        by one as they finish, like an attack's batches, and a rerun certifies only the images missing."""
+        """The verifier's stored certificates of ``cert_key`` by sample index: seconds to tens of seconds an image, so
+        kept one by one as they finish, like an attack's batches, and a rerun certifies only the images missing."""
         rows = self._db.execute("SELECT sample_index, record FROM certificates WHERE cert_key = ?", (cert_key,))
         return {int(i): json.loads(record) for i, record in rows.fetchall()}
 

@@ -3,9 +3,9 @@
 Every attack-based eps* is an upper bound: some attack found an example that close. A verifier proves the other end:
 no input within its radius is misclassified (:func:`arbibench.verify.certify`). Joined on the eps* search's own images,
 ``certified_i <= eps*_i`` for every image, so the medians bracket the true median too: the card's eps* row becomes
-``[certified, attacked]``. The verifier is slow (tens of seconds per image on a CPU), so the protocol runs it only when
-asked (``protocol run --certify``), and each image's certificate is committed to the run's store as it finishes: a
-rerun certifies only the images missing (the key: the model's hash and the verifier's settings).
+``[certified, attacked]``. The verifier is slow (seconds to tens of seconds per image on a CPU), so the protocol runs
+it only when asked (``protocol run --certify``), and each image's certificate is committed to the run's store as it
+finishes: a rerun certifies only the images missing (the key: the model's hash and the verifier's settings).
 """
 
 from __future__ import annotations

@@ -58,9 +58,9 @@ def protocol_run(
         "float", help=f"{GRID_HELP} eps* in whole grey levels from 1/255; its cards go to a uint8/ folder."
     ),
     certify: bool = typer.Option(
-        False, "--certify", help="Also certify each eps* image with `arbibench verify`'s bounds (tens of seconds "
-        "per image, each committed to the store as it finishes: a rerun certifies only the images missing): the card's "
-        "median eps* becomes the bracket of its certified (lower) and attacked (upper) end."
+        False, "--certify", help="Also certify each eps* image with `arbibench verify`'s bounds (seconds to tens of "
+        "seconds per image, each committed to the store as it finishes: a rerun certifies only the images missing): "
+        "the card's median eps* becomes the bracket of its certified (lower) and attacked (upper) end."
     ),
     only_attacks: str | None = typer.Option(
         None, "--only-attacks", help="Compute only these attacks' store batches (comma-separated, e.g. autoattack; the "
