@@ -14,7 +14,9 @@ on the first ``--n`` CIFAR-10 test images:
 
 Every adversarial example of both is checked against the threat model (Linf ball, [0, 1] box) and re-scored on the
 model here before it counts. A piece writes one JSON file (per image: the component that fooled it, or null; per
-component: images attacked, fooled, seconds), so the run resumes piece by piece; ``--summary`` reads them all back.
+component: images attacked, fooled, seconds; a library's seconds are its components' sum), so the run resumes piece
+by piece, and with ``--resume-dir`` a piece cut short resumes after its last finished component; ``--summary`` reads
+them all back.
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/autoattack_per_image.py --threads 2 \\
         --models resnet20_reactnet_at,resnet20_bireal_at --eps 6/255,8/255 --seeds 0,1,2 --n 200 \\
@@ -56,6 +58,9 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", type=Path, required=True, help="folder of the per-piece JSON files")
     ap.add_argument("--summary", action="store_true", help="only print the tables from the files in --out")
+    ap.add_argument("--resume-dir", type=Path, default=None,
+                    help="keep each piece's finished components in RESUME_DIR/<piece>/state.json, so a piece cut "
+                         "short resumes after its last finished component")
     return ap.parse_args()
 
 
@@ -73,38 +78,78 @@ def _score(model: torch.nn.Module, x_adv: torch.Tensor, x: torch.Tensor, y: torc
 
 
 class _Tally:
-    """Which component fooled each image first, and each component's cost."""
+    """Which component fooled each image first, and each component's cost; ``on_done`` is called after each one
+    (the piece's resume state is written there)."""
 
-    def __init__(self, correct: torch.Tensor) -> None:
-        self.alive = correct.clone()
-        self.fooled_by: list[str | None] = [None] * len(correct)
-        self.components: list[dict[str, Any]] = []
+    def __init__(self, correct: torch.Tensor, saved: dict[str, Any] | None = None,
+                 on_done: Any = None) -> None:
+        self.alive = correct.clone() if saved is None else torch.tensor(saved["alive"], dtype=torch.bool)
+        self.fooled_by: list[str | None] = [None] * len(correct) if saved is None else list(saved["fooled_by"])
+        self.components: list[dict[str, Any]] = [] if saved is None else list(saved["components"])
+        self.on_done = on_done
+
+    def state(self) -> dict[str, Any]:
+        return {"alive": self.alive.tolist(), "fooled_by": self.fooled_by, "components": self.components}
 
     def run(self, name: str, attack_alive: Any, x: torch.Tensor, y: torch.Tensor, eps: float,
             model: torch.nn.Module) -> None:
+        if any(c["component"] == name for c in self.components):
+            return  # finished before the piece was cut short: its outcome is in the resume state
         idx = self.alive.nonzero().squeeze(1)
         if idx.numel() == 0:
             self.components.append({"component": name, "images": 0, "fooled": 0, "seconds": 0.0})
+        else:
+            t0 = time.perf_counter()
+            x_adv = attack_alive(x[idx], y[idx])
+            seconds = time.perf_counter() - t0
+            fooled = _score(model, x_adv, x[idx], y[idx], eps)
+            for i in idx[fooled].tolist():
+                self.fooled_by[i] = name
+            self.alive[idx[fooled]] = False
+            self.components.append({"component": name, "images": int(idx.numel()), "fooled": int(fooled.sum()),
+                                    "seconds": round(seconds, 2)})
+        if self.on_done is not None:
+            self.on_done()
+
+
+class Resume:
+    """A piece's finished components in ``<resume-dir>/<piece>/state.json``, written after each one, so a piece cut
+    short (a session's end) resumes after its last finished component; every component draws from its own seeded
+    generator, so the resumed piece equals an uninterrupted one. The file is what a queue's run folder holds
+    (``epoch``: the components done; ``history``; ``elapsed_s``), so the queue carries it to the branch and
+    restores it in the next session."""
+
+    def __init__(self, path: Path | None, total: int) -> None:
+        self.path, self.total = path, total
+        self.saved: dict[str, Any] = {}
+        if path is not None and path.is_file():
+            self.saved = json.loads(path.read_text())
+        self.tallies: dict[str, _Tally] = {}
+
+    def tally(self, key: str, correct: torch.Tensor) -> _Tally:
+        self.tallies[key] = _Tally(correct, self.saved.get("tallies", {}).get(key), self.save)
+        return self.tallies[key]
+
+    def save(self) -> None:
+        if self.path is None:
             return
-        t0 = time.perf_counter()
-        x_adv = attack_alive(x[idx], y[idx])
-        seconds = time.perf_counter() - t0
-        fooled = _score(model, x_adv, x[idx], y[idx], eps)
-        for i in idx[fooled].tolist():
-            self.fooled_by[i] = name
-        self.alive[idx[fooled]] = False
-        self.components.append({"component": name, "images": int(idx.numel()), "fooled": int(fooled.sum()),
-                                "seconds": round(seconds, 2)})
+        tallies = {**self.saved.get("tallies", {}), **{k: t.state() for k, t in self.tallies.items()}}
+        done = [f"{k}: {c['component']}" for k, t in tallies.items() for c in t["components"]]
+        elapsed = sum(c["seconds"] for t in tallies.values() for c in t["components"])
+        self.saved = {"epoch": len(done), "unit": "component", "recipe": {"epochs": self.total},
+                      "history": [{"epoch": i + 1, "component": d} for i, d in enumerate(done)],
+                      "elapsed_s": round(elapsed, 1), "tallies": tallies}
+        atomic_write_json(self.saved, self.path)
 
 
 def _ours(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: torch.Tensor, eps: float, seed: int,
-          queries: int, both_schedules: bool) -> dict[str, Any]:
+          queries: int, both_schedules: bool, resume: Resume) -> dict[str, Any]:
     """arbibench's ensemble, component by component; Square also with the other schedule of ``p`` on the same
     survivors when ``both_schedules``."""
     threat = Linf(eps)
     ensemble = get_attack("autoattack")
     draw = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)))
-    tally = _Tally(correct)
+    tally = resume.tally("arbibench", correct)
     gradient_part = [a for a in ensemble.attacks if a.name != "square"]
     for attack in gradient_part:
         def run_it(xs: torch.Tensor, ys: torch.Tensor, a: Any = attack) -> torch.Tensor:
@@ -117,8 +162,9 @@ def _ours(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: tor
         schedules.append(("flipped", not configured.config.rescale_schedule))
     for label, rescale in schedules:
         square = get_attack("square", max_queries=queries, p_init=configured.config.p_init, rescale_schedule=rescale)
-        branch = _Tally(tally.alive)
-        branch.fooled_by = list(tally.fooled_by)
+        branch = resume.tally(f"arbibench square {label}", tally.alive)
+        if not branch.components:  # Square's survivors are the gradient part's, with what fooled the others
+            branch.fooled_by = list(tally.fooled_by)
 
         def run_square(xs: torch.Tensor, ys: torch.Tensor, a: Any = square) -> torch.Tensor:
             return a(model, xs, ys, threat, component_generator(draw, "square"))
@@ -129,7 +175,7 @@ def _ours(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: tor
 
 
 def _reference(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct: torch.Tensor, eps: float,
-               seed: int, queries: int) -> dict[str, Any]:
+               seed: int, queries: int, resume: Resume) -> dict[str, Any]:
     """The reference's standard loop (its ``run_standard_evaluation`` in one batch), component by component."""
     import pyautoattack
 
@@ -152,11 +198,17 @@ def _reference(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, correct
         ref.square.seed = ref.get_seed()
         return ref.square.perturb(xs, ys)
 
-    tally = _Tally(correct)
+    tally = resume.tally("reference", correct)
     for name, fn in zip(REFERENCE_ORDER, (apgd_ce, apgd_t, fab_t, square), strict=True):
         tally.run(name, fn, x.contiguous(), y, eps, model)
     return {"version": pyautoattack.__version__, "components": tally.components, "fooled_by": tally.fooled_by,
             "robust": int(tally.alive.sum()), "square_rescale_schedule": bool(ref.square.rescale_schedule)}
+
+
+def _seconds(result: dict[str, Any]) -> float:
+    """A library's seconds on a piece: the sum of its components' (across resumes; without the piece's set-up)."""
+    parts = [*result["components"], *(v["square"] for v in result.get("square_variants", {}).values())]
+    return sum(float(c["seconds"]) for c in parts)
 
 
 def _piece(model_name: str, eps_text: str, seed: int, args: argparse.Namespace, path: Path) -> None:
@@ -165,18 +217,21 @@ def _piece(model_name: str, eps_text: str, seed: int, args: argparse.Namespace, 
     x, y, idx = load_cifar10(args.n, data_dir=args.data_dir)
     with torch.no_grad():
         correct = model(x).argmax(1) == y
-    t0 = time.perf_counter()
-    ours = _ours(model, x, y, correct, eps, seed, args.square_queries, args.both_schedules)
-    ours_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    reference = _reference(model, x, y, correct, eps, seed, args.square_queries)
-    ref_s = time.perf_counter() - t0
+    state = None if args.resume_dir is None else args.resume_dir / path.stem / "state.json"
+    resume = Resume(state, total=len(REFERENCE_ORDER) + 3 + (2 if args.both_schedules else 1))
+    if resume.saved:
+        print(f"{path.name}: resuming after {resume.saved['epoch']} finished components", flush=True)
+    ours = _ours(model, x, y, correct, eps, seed, args.square_queries, args.both_schedules, resume)
+    reference = _reference(model, x, y, correct, eps, seed, args.square_queries, resume)
+    ours_s, ref_s = _seconds(ours), _seconds(reference)
     atomic_write_json({
         "model": model_name, "eps": eps_text, "seed": seed, "images": args.n, "indices": idx.tolist(),
         "correct": correct.tolist(), "square_queries": args.square_queries,
         "cpu": describe(torch.get_num_threads()), "threads": torch.get_num_threads(),
         "arbibench": {**ours, "seconds": round(ours_s, 1)}, "reference": {**reference, "seconds": round(ref_s, 1)},
     }, path)
+    if state is not None:  # the piece is whole: its resume state has served
+        state.unlink(missing_ok=True)
 
 
 def _robust(r: dict[str, Any]) -> tuple[list[bool], list[bool]]:

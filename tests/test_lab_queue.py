@@ -583,3 +583,16 @@ def test_a_certify_job_s_progress_counts_its_certificates_after_the_search():
     assert shown == "batches 401/401; resnet20_bnn: 13 of 500 images certified"
     finished = [{**models[0], "certification": {**certifying, "done": 500, "summary": "done"}}]
     assert _protocol_progress([RunProgress("full.db", True, tuple(finished))])[0] == "batches 401/401"
+
+
+def test_a_resumable_benchmark_s_run_folder_counts_its_own_steps(tmp_path: Path) -> None:
+    # a per-image AutoAttack piece keeps its finished components in a run folder the queue carries like a training's:
+    # the commit note counts components, not epochs
+    from lab.queue.runner import epoch_note
+
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"epoch": 2, "unit": "component", "recipe": {"epochs": 8},
+                                 "history": [{"epoch": 1}, {"epoch": 2}]}))
+    assert epoch_note(state) == ", after component 2 of 8"
+    state.write_text(json.dumps({"epoch": 3, "recipe": {"epochs": 40}, "history": [{"epoch": 3, "val_acc": 0.8}]}))
+    assert epoch_note(state) == ", after epoch 3 of 40, validation accuracy 80.00%"

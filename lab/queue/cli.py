@@ -112,7 +112,8 @@ def _job_progress(job: Job, st: QueueState, current: str | None
         budget = job.budget_epochs or run_state.get("recipe", {}).get("epochs", done)
         per_epoch = run_state.get("elapsed_s", 0.0) / max(done, 1)
         seconds = max(seconds, run_state.get("elapsed_s", 0.0))  # a training's step ends only with the run
-        progress = f"epoch {done} of {budget}" + ("" if (Path(job.watch) / "state.json").is_file() else
+        unit = run_state.get("unit", "epoch")  # a training's epochs; a resumable benchmark's own steps
+        progress = f"{unit} {done} of {budget}" + ("" if (Path(job.watch) / "state.json").is_file() else
                                                   " (the branch's copy)")
         if run_state.get("stopped_early"):
             progress += " (stopped early)"

@@ -235,7 +235,8 @@ def epoch_note(state_json: Path) -> str:
     total = st.get("recipe", {}).get("epochs", "?")
     acc = last.get("val_acc")
     acc_text = f", validation accuracy {100 * acc:.2f}%" if isinstance(acc, float) else ""
-    return f", after epoch {last.get('epoch', len(st['history']))} of {total}{acc_text}"
+    unit = st.get("unit", "epoch")  # a resumable benchmark counts its own steps ("component")
+    return f", after {unit} {last.get('epoch', len(st['history']))} of {total}{acc_text}"
 
 
 class Runner:
