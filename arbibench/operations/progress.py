@@ -128,9 +128,9 @@ class CertificationProgress:
 
     def to_json(self) -> dict[str, object]:
         left = self.seconds_left()
+        hours_left = None if left is None else round(left / 3600, 4)
         return {"done": self.done, "total": self.total, "summary": self.describe(),
-                "hours_so_far": round(self.seconds / 3600, 4), "hours_left": None if left is None else round(
-                    left / 3600, 4)}
+                "hours_so_far": round(self.seconds / 3600, 4), "hours_left": hours_left}
 
 
 @dataclass
