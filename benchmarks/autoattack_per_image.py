@@ -28,19 +28,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from arbibench.attacks import Linf, get_attack, parse_eps
-from arbibench.attacks.autoattack import component_generator
-from arbibench.data import load_cifar10
-from arbibench.files import atomic_write_json
-from arbibench.machine import describe
-from arbibench.models.zoo import load_model
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from autoattack_component_seeds import sign_test_p  # noqa: E402
+
+from arbibench.attacks import Linf, get_attack, parse_eps  # noqa: E402
+from arbibench.attacks.autoattack import component_generator  # noqa: E402
+from arbibench.data import load_cifar10  # noqa: E402
+from arbibench.files import atomic_write_json  # noqa: E402
+from arbibench.machine import describe  # noqa: E402
+from arbibench.models.zoo import load_model  # noqa: E402
 
 REFERENCE_ORDER = ("apgd-ce", "apgd-t", "fab-t", "square")
 
@@ -242,15 +245,6 @@ def _robust(r: dict[str, Any]) -> tuple[list[bool], list[bool]]:
     return ours, theirs
 
 
-def sign_test(a: int, b: int) -> float:
-    """Two-sided exact binomial p of ``a`` against ``b`` discordant images under "either library as likely"."""
-    n = a + b
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(a, b) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
 def _aggregate(rows: list[dict[str, Any]]) -> None:
     """What the issue asks: is arbibench's AutoAttack at or below the reference on average? Robust images summed over
     the pieces of each (model, eps) and over all, the mean paired difference per piece, and the sign test on the
@@ -271,7 +265,7 @@ def _aggregate(rows: list[dict[str, Any]]) -> None:
             only_ref += sum(y and not x for x, y in zip(a, b, strict=True))
         print(f"| {key[0]} | {key[1] or '-'} | {len(group)} | {correct} | {ours} | {theirs} | "
               f"{(ours - theirs) / len(group):+.2f} | {only_ours} | {only_ref} | "
-              f"{sign_test(only_ours, only_ref):.2f} |")
+              f"{sign_test_p(only_ours, only_ref):.2f} |")
 
 
 def _summary(out: Path) -> None:

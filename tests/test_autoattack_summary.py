@@ -19,11 +19,11 @@ PIECES = ROOT / "docs" / "measurements" / "autoattack_per_image"
 
 
 def test_the_sign_test_is_the_exact_two_sided_binomial() -> None:
-    assert per_image.sign_test(0, 0) == 1.0
-    assert per_image.sign_test(4, 1) == pytest.approx(12 / 32)  # P(<= 1 of 5) = 6/32, both tails
-    assert per_image.sign_test(1, 4) == per_image.sign_test(4, 1)
-    assert per_image.sign_test(10, 0) == pytest.approx(2 / 1024)
-    assert per_image.sign_test(3, 3) == 1.0
+    assert per_image.sign_test_p(0, 0) == 1.0
+    assert per_image.sign_test_p(4, 1) == pytest.approx(12 / 32)  # P(<= 1 of 5) = 6/32, both tails
+    assert per_image.sign_test_p(1, 4) == per_image.sign_test_p(4, 1)
+    assert per_image.sign_test_p(10, 0) == pytest.approx(2 / 1024)
+    assert per_image.sign_test_p(3, 3) == 1.0
 
 
 def test_the_summary_sums_the_stored_pieces(capsys: pytest.CaptureFixture[str]) -> None:
