@@ -11,8 +11,11 @@ the next. This script runs one component alone, on the same images for both, wit
   standard version's settings: ``p_init`` 0.8, 5000 queries, one restart, ``resc_schedule=False``);
 - ``--component apgd-ce``: every correctly classified image of the piece; variants: arbibench's APGD-CE, arbibench's
   started from the very point the reference draws for the same seed (so that only the two codes' steps differ, not
-  their random starts), and the reference's ``APGDAttack`` (100 steps, one restart, rho 0.75, CE loss: the standard
-  version's first component);
+  their random starts), two starts that take one part from each start (``arbibench_scaled_start``: arbibench's
+  uniform numbers with the reference's scaling to a largest entry of 1; ``arbibench_reference_stream``: the
+  reference's uniform numbers, unscaled), so a gap between the two starts is traced to its numbers or its formula,
+  and the reference's ``APGDAttack`` (100 steps, one restart, rho 0.75, CE loss: the standard version's first
+  component);
 - the seeds: ``--seeds``; arbibench's generator is the one AutoAttack would give the component for that seed draw.
 
 Every adversarial example is checked against the Linf ball and the [0, 1] box and re-scored on the model before it
@@ -28,6 +31,9 @@ broke it.
         --out docs/measurements/autoattack_component_seeds
     .venv/bin/python benchmarks/autoattack_component_seeds.py --check-starts --seeds 0,1,2 \\
         --out docs/measurements/autoattack_component_seeds
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/autoattack_component_seeds.py --threads 2 --component apgd-ce \\
+        --piece-glob '*eps6-255_seed0.json' --seeds 0,1,...,47 \\
+        --variants arbibench_scaled_start,arbibench_reference_stream --out docs/measurements/autoattack_component_seeds
 """
 
 from __future__ import annotations
@@ -51,7 +57,8 @@ from arbibench.machine import describe
 from arbibench.models.zoo import load_model
 
 VARIANTS = {"square": ("arbibench", "arbibench_reference_schedule", "reference"),
-            "apgd-ce": ("arbibench", "arbibench_reference_start", "reference")}
+            "apgd-ce": ("arbibench", "arbibench_reference_start", "arbibench_scaled_start",
+                        "arbibench_reference_stream", "reference")}
 GRADIENT_COMPONENTS = {"apgd_ce", "apgd_t", "fab_t", "apgd-ce", "apgd-t", "fab-t"}
 
 
@@ -59,6 +66,8 @@ def _arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pieces", type=Path, default=Path("docs/measurements/autoattack_per_image"),
                     help="folder of autoattack_per_image.py's piece files (the images come from there)")
+    ap.add_argument("--piece-glob", default="*.json",
+                    help="which piece files of --pieces to take, e.g. '*6-255_seed0.json' (default: every one)")
     ap.add_argument("--component", choices=tuple(VARIANTS), default="square")
     ap.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
     ap.add_argument("--variants", default=None,
@@ -112,10 +121,32 @@ def reference_start(x: torch.Tensor, eps: float, seed: int) -> torch.Tensor:
     return (x + eps * t).clamp(0.0, 1.0)
 
 
+def split_start(x: torch.Tensor, eps: float, seed: int, *, stream: str, scaled: bool) -> torch.Tensor:
+    """A start that takes one of the two starts' parts from each: the uniform numbers of ``stream`` ("arbibench":
+    AutoAttack's generator for APGD-CE, as arbibench's own start draws them; "reference": torch's global generator
+    seeded with ``seed``, as the reference draws them), ``scaled`` to a largest entry of 1 per image (the reference's
+    formula) or not (arbibench's); then clamped to the eps-box and [0, 1]. Which part carries a gap between the two
+    starts is what the variants built on it measure."""
+    if stream == "arbibench":
+        draw = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(seed)))
+        u = torch.rand(x.shape, generator=component_generator(draw, "apgd_ce"), dtype=torch.float32)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.random.manual_seed(seed)
+            u = torch.rand(x.shape)
+    t = 2 * u - 1
+    if scaled:
+        t = t / (t.flatten(1).abs().amax(1).view(-1, 1, 1, 1) + 1e-12)
+    return Linf(eps).project(x + eps * t, x)
+
+
 def _apgd_ce(variant: str, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float,
              seed: int) -> torch.Tensor:
-    if variant == "arbibench_reference_start":
-        threat = _StartAt(eps, start=reference_start(x, eps, seed))
+    starts = {"arbibench_reference_start": lambda: reference_start(x, eps, seed),
+              "arbibench_scaled_start": lambda: split_start(x, eps, seed, stream="arbibench", scaled=True),
+              "arbibench_reference_stream": lambda: split_start(x, eps, seed, stream="reference", scaled=False)}
+    if variant in starts:
+        threat = _StartAt(eps, start=starts[variant]())
         fixed: torch.Tensor = get_attack("apgd_ce")(model, x, y, threat, torch.Generator().manual_seed(seed))
         return fixed
     if variant == "reference":
@@ -242,12 +273,13 @@ def _summary(out: Path) -> None:
                   f"disagree on {len(apart)} of {len(seeds) * len(r['indices'])} image-seeds "
                   f"{'(seed, image position): ' + str(apart) if apart else ''}")
         own = [sum(x["fooled"]) for x in r["runs"] if x["variant"] == "arbibench"]
-        theirs = [sum(x["fooled"]) for x in r["runs"] if x["variant"] == "arbibench_reference_start"]
-        if len(own) > 1 and len(theirs) > 1:
-            se = math.sqrt(statistics.variance(own) / len(own) + statistics.variance(theirs) / len(theirs))
-            t = (statistics.mean(theirs) - statistics.mean(own)) / se if se > 0 else math.inf
-            print(f"arbibench's code from the reference's starts against its own ({len(theirs)} and {len(own)} seeds): "
-                  f"{statistics.mean(theirs) - statistics.mean(own):+.2f} images fooled, Welch t = {t:.1f}")
+        for start in ("arbibench_reference_start", "arbibench_scaled_start", "arbibench_reference_stream"):
+            theirs = [sum(x["fooled"]) for x in r["runs"] if x["variant"] == start]
+            if len(own) > 1 and len(theirs) > 1:
+                se = math.sqrt(statistics.variance(own) / len(own) + statistics.variance(theirs) / len(theirs))
+                t = (statistics.mean(theirs) - statistics.mean(own)) / se if se > 0 else math.inf
+                print(f"arbibench's code, {start} against its own start ({len(theirs)} and {len(own)} seeds): "
+                      f"{statistics.mean(theirs) - statistics.mean(own):+.2f} images fooled, Welch t = {t:.1f}")
 
 
 def check_starts(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
@@ -275,9 +307,10 @@ def main() -> None:
         raise SystemExit("pyautoattack is not installed: pip install --no-deps pyautoattack==0.2.0") from None
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    pieces = sorted(args.pieces.glob("*.json"))
+    pieces = sorted(args.pieces.glob(args.piece_glob))
     if not pieces:
-        raise SystemExit(f"no piece files in {args.pieces}: run benchmarks/autoattack_per_image.py first")
+        raise SystemExit(f"no piece files {args.piece_glob} in {args.pieces}: run benchmarks/autoattack_per_image.py "
+                         "first")
     if args.check_starts:
         piece = json.loads(pieces[0].read_text())
         x_all, _, _ = load_cifar10(max(piece["indices"]) + 1, data_dir=args.data_dir)
