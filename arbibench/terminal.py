@@ -1,5 +1,5 @@
 """The console every ``arbibench`` command prints to, the one way a command reports a user error, and the one way
-it reads a comma-separated option.
+it reads a comma-separated option or the name of a file to write.
 
 It sits below every package, so each package's ``cli.py`` (data, models, evaluation, train, protocol) prints and
 fails the same way without importing a layer above it.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -47,3 +48,17 @@ def comma_list(text: str, option: str) -> list[str]:
     if twice:
         raise ValueError(f"{option} {text!r} names {', '.join(twice)} twice; name each once")
     return items
+
+
+FILE_METAVAR = "<path>"
+
+
+def output_file(text: str | Path) -> Path:
+    """The parser of an option that names a file to write (``--out``, ``--json``, ``--markdown``). A name that ends
+    in a path separator names a folder; read as a Path it would lose the separator and become a file of the folder's
+    name, so it is refused here, while the text still has it."""
+    text = os.fspath(text)
+    if text.endswith(("/", os.sep)):
+        raise typer.BadParameter(f"{text!r} ends in {text[-1]!r}, so it names a folder; this option names the file to "
+                                 "write: add the file's name after it")
+    return Path(text)

@@ -414,6 +414,27 @@ def test_zoo_curves_refused_leaves_no_figure_behind(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page"]
 
 
+@pytest.mark.parametrize("args", [
+    ["leaderboard", "table", "--out"],
+    ["leaderboard", "markdown", "--out"],
+    ["zoo", "table", "--out"],
+    ["zoo", "curves", "--out"],
+    ["eval", "--model", "resnet20_bnn", "--json"],
+    ["verify", "--model", "resnet20_bnn", "--json"],
+    ["protocol", "report", "cifar10", "--json"],
+    ["protocol", "report", "cifar10", "--markdown"],
+    ["protocol", "grid-check", "cifar10", "--json"],
+], ids=lambda args: " ".join(args))
+def test_a_file_option_that_names_a_missing_folder_is_refused(args: list[str], tmp_path: Path) -> None:
+    """``leaderboard table --out tables/`` (no such folder yet) used to write a file named ``tables``: the trailing
+    slash that said "a folder" was lost once the text became a Path."""
+    result = runner.invoke(app, [*args, f"{tmp_path / 'tables'}/"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and f"'{args[-1]}'" in result.output, result.output
+    assert "so it names a folder" in " ".join(result.output.replace("│", " ").split()), result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_deploy_check_checks_its_card_folder_and_data_folder_before_any_model(
         env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file given as --model-info used to end the command with a traceback after the first model's whole check."""

@@ -12,8 +12,8 @@ import typer
 
 from arbibench.files import check_writable
 from arbibench.inference import Inference
+from arbibench.terminal import FILE_METAVAR, comma_list, console, fail, output_file
 from arbibench.terminal import USER_ERRORS as BASE_ERRORS
-from arbibench.terminal import comma_list, console, fail
 
 if TYPE_CHECKING:
     from arbibench.evaluation.executors import Executor
@@ -116,7 +116,8 @@ def eval_(
         None, help="Draw the images at random with this seed instead of taking the first N."
     ),
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite results store; reruns resume from it."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write the result as JSON to this file."),
+    json_out: Path | None = typer.Option(None, "--json", parser=output_file, metavar=FILE_METAVAR,
+                                              help="Also write the result as JSON to this file."),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     checks: bool = typer.Option(True, help="Run the gradient-masking checks after the attacks and show their flags."),

@@ -33,7 +33,7 @@ from arbibench.leaderboard.markdown import (
 )
 from arbibench.leaderboard.ranking import build_boards
 from arbibench.models.markdown import shipped_cards, zoo_markdown, zoo_readme_markdown
-from arbibench.terminal import USER_ERRORS, console, fail
+from arbibench.terminal import FILE_METAVAR, USER_ERRORS, console, fail, output_file
 
 leaderboard_app = typer.Typer(
     help="The leaderboard site and markdown: build them from model cards, serve the site locally.",
@@ -80,7 +80,8 @@ def serve(
 def table(
     model_info: Path = typer.Option(Path("model_info"), help="Folder of model cards (<dataset>/<threat>/<name>.json)."),
     per_attack: bool = typer.Option(True, help="Also print ACC_norm per attack."),
-    out: Path | None = typer.Option(None, help="Write the markdown to this file instead of printing it."),
+    out: Path | None = typer.Option(None, parser=output_file, metavar=FILE_METAVAR,
+                                     help="Write the markdown to this file instead of printing it."),
 ) -> None:
     """Print the leaderboards as GitHub markdown tables (the site's ranking), e.g. for a README."""
     check_outputs(("--out", out))
@@ -102,7 +103,8 @@ def table(
 
 @leaderboard_app.command()
 def markdown(
-    out: Path = typer.Option(Path("LEADERBOARD.md"), help="The file to write (atomically)."),
+    out: Path = typer.Option(Path("LEADERBOARD.md"), parser=output_file, metavar=FILE_METAVAR,
+                             help="The file to write (atomically)."),
     model_info: Path = typer.Option(Path("model_info"), help="Folder of model cards (<dataset>/<threat>/<name>.json)."),
     date: str | None = typer.Option(None, help="The date the provenance paragraph names, YYYY-MM-DD; default today "
                                     "(UTC)."),

@@ -13,7 +13,7 @@ from rich.table import Table
 from arbibench.evaluation.cli import check_outputs
 from arbibench.files import atomic_write_text
 from arbibench.models.markdown import goal_status, paper_status, write_curves, zoo_markdown
-from arbibench.terminal import USER_ERRORS, console, fail
+from arbibench.terminal import FILE_METAVAR, USER_ERRORS, console, fail, output_file
 
 if TYPE_CHECKING:
     from arbibench.cards import CardIdentity, DeployCheckCard, GridCheckCard
@@ -132,7 +132,8 @@ def card_and_label(path: Path, data: Any) -> tuple[CardIdentity | DeployCheckCar
 
 @zoo_app.command("table")
 def zoo_table(
-    out: Path | None = typer.Option(None, help="Write the table to this file (atomically); default: print it."),
+    out: Path | None = typer.Option(None, parser=output_file, metavar=FILE_METAVAR,
+                                     help="Write the table to this file (atomically); default: print it."),
     dataset: str = typer.Option("cifar10", help="The dataset whose shipped models to list."),
 ) -> None:
     """Print the shipped zoo as a markdown table from the model cards: accuracy, training time, recipe and the gap to
@@ -152,7 +153,8 @@ def zoo_table(
 
 @zoo_app.command("curves")
 def zoo_curves(
-    out: Path = typer.Option(Path("docs/learning-curves.md"), help="The page to write (atomically); its figure is "
+    out: Path = typer.Option(Path("docs/learning-curves.md"), parser=output_file, metavar=FILE_METAVAR,
+                             help="The page to write (atomically); its figure is "
                              "written beside it as <stem>.png."),
     model_dir: Path | None = typer.Option(None, help="Folder of checkpoint cards and SHA256SUMS; default: the "
                                           "package's checkpoint folder."),

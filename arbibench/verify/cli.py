@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from arbibench.evaluation.cli import check_data_dir, check_outputs
-from arbibench.terminal import USER_ERRORS, console, fail
+from arbibench.terminal import FILE_METAVAR, USER_ERRORS, console, fail, output_file
 
 
 def _per_255(value: float) -> str:
@@ -36,7 +36,8 @@ def verify(
     semantics: str = typer.Option("deployed", help="deployed (the bit-packed network) or simulation (the float "
                                   "model); see arbibench.deploy.semantics."),
     seed: int = typer.Option(0, help="Seed of the random corners."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write every image's verdicts as JSON here."),
+    json_out: Path | None = typer.Option(None, "--json", parser=output_file, metavar=FILE_METAVAR,
+                                              help="Also write every image's verdicts as JSON here."),
     device: str | None = typer.Option(None, help="cpu, cuda, ... where the bounds are computed (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     model_dir: Path | None = typer.Option(None, help="Checkpoint folder of ImageNet or imported models."),

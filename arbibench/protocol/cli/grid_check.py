@@ -11,7 +11,7 @@ from rich.table import Table
 from arbibench.cards import GRID_CHECK, check_card_path
 from arbibench.evaluation.cli import check_data_dir, check_outputs, user_errors
 from arbibench.files import atomic_write_json
-from arbibench.terminal import comma_list, console, fail
+from arbibench.terminal import FILE_METAVAR, comma_list, console, fail, output_file
 
 if TYPE_CHECKING:
     from arbibench.cards import GridCheckCard, Interval, Proportion
@@ -25,7 +25,8 @@ def protocol_grid_check(
     dataset: str = typer.Option("cifar10", help="A dataset of 8-bit images (cifar10)."),
     seed: int = typer.Option(0, help="Seed of the attack's random starts (the same for float and the grid)."),
     batch_size: int = typer.Option(200, min=1, help="Images per batch (as eval's, so the float column matches it)."),
-    json_out: Path | None = typer.Option(None, "--json", help="Also write every number as JSON to this file."),
+    json_out: Path | None = typer.Option(None, "--json", parser=output_file, metavar=FILE_METAVAR,
+                                              help="Also write every number as JSON to this file."),
     model_info: Path | None = typer.Option(
         None, help="Also write each model's grid-check card to <model-info>/<dataset>/grid_check/<name>.json, which "
         "`leaderboard markdown` and `protocol report` read."

@@ -15,7 +15,7 @@ from arbibench.leaderboard.findings import findings_markdown
 from arbibench.leaderboard.grid import load_grid_cards
 from arbibench.protocol.cli import common
 from arbibench.protocol.cli.common import DEMO_HELP
-from arbibench.terminal import console, fail
+from arbibench.terminal import FILE_METAVAR, console, fail, output_file
 
 if TYPE_CHECKING:
     from arbibench.evaluation.store import ResultStore
@@ -31,7 +31,8 @@ def protocol_report(
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite result store of `protocol run`."),
     model_dir: Path | None = typer.Option(None, help="Checkpoint folder of imported or user-supplied models."),
     json_out: Path | None = typer.Option(
-        None, "--json", help="Also write the findings as JSON to this file (per setting, and per attack and eps)."
+        None, "--json", parser=output_file, metavar=FILE_METAVAR,
+        help="Also write the findings as JSON to this file (per setting, and per attack and eps)."
     ),
     stored_only: bool = typer.Option(
         False, "--stored-only", help="Compute nothing: report the models whose run is complete in --store and list "
@@ -43,7 +44,8 @@ def protocol_report(
         "(what each setting's row averages)."
     ),
     markdown: Path | None = typer.Option(
-        None, help="Also write the dated findings page (markdown) to this file, e.g. docs/findings-cifar10.md; it "
+        None, parser=output_file, metavar=FILE_METAVAR,
+        help="Also write the dated findings page (markdown) to this file, e.g. docs/findings-cifar10.md; it "
         "compares per setting and per attack and eps."
     ),
     compare: Path | None = typer.Option(
