@@ -59,6 +59,7 @@ from arbibench.models.zoo import load_model
 VARIANTS = {"square": ("arbibench", "arbibench_reference_schedule", "reference"),
             "apgd-ce": ("arbibench", "arbibench_reference_start", "arbibench_scaled_start",
                         "arbibench_reference_stream", "reference")}
+BLOCK = 48  # the summary splits the seeds into blocks of 48: the study ran 48, then 48 more to test what it found
 GRADIENT_COMPONENTS = {"apgd_ce", "apgd_t", "fab_t", "apgd-ce", "apgd-t", "fab-t"}
 
 
@@ -272,14 +273,61 @@ def _summary(out: Path) -> None:
             print(f"\nFrom the same start ({r['model']}, {r['eps']}, {len(seeds)} seeds): arbibench and the reference "
                   f"disagree on {len(apart)} of {len(seeds) * len(r['indices'])} image-seeds "
                   f"{'(seed, image position): ' + str(apart) if apart else ''}")
-        own = [sum(x["fooled"]) for x in r["runs"] if x["variant"] == "arbibench"]
-        for start in ("arbibench_reference_start", "arbibench_scaled_start", "arbibench_reference_stream"):
-            theirs = [sum(x["fooled"]) for x in r["runs"] if x["variant"] == start]
-            if len(own) > 1 and len(theirs) > 1:
-                se = math.sqrt(statistics.variance(own) / len(own) + statistics.variance(theirs) / len(theirs))
-                t = (statistics.mean(theirs) - statistics.mean(own)) / se if se > 0 else math.inf
-                print(f"arbibench's code, {start} against its own start ({len(theirs)} and {len(own)} seeds): "
-                      f"{statistics.mean(theirs) - statistics.mean(own):+.2f} images fooled, Welch t = {t:.1f}")
+        _start_comparisons(r)
+
+
+def _start_comparisons(r: dict[str, Any]) -> None:
+    """Each start that takes a part from the reference's, against arbibench's own start, on one (model, eps) file:
+    the difference of the means with its Welch t (per block of seeds too), the spread, and the per-image test."""
+    runs: dict[str, dict[int, list[bool]]] = {}
+    for x in r["runs"]:
+        runs.setdefault(x["variant"], {})[x["seed"]] = x["fooled"]
+    own = runs.get("arbibench", {})
+    for start in ("arbibench_reference_start", "arbibench_scaled_start", "arbibench_reference_stream"):
+        theirs = runs.get(start, {})
+        if len(own) < 2 or len(theirs) < 2:
+            continue
+        diff, t = welch([sum(v) for v in own.values()], [sum(v) for v in theirs.values()])
+        chi2, df, p = per_image_homogeneity(list(own.values()), list(theirs.values()))
+        sd_own, sd_theirs = (statistics.stdev(sum(v) for v in runs_.values()) for runs_ in (own, theirs))
+        print(f"arbibench's code, {start} against its own start ({len(theirs)} and {len(own)} seeds): "
+              f"{diff:+.2f} images fooled, Welch t = {t:.1f}; SD {sd_theirs:.2f} against {sd_own:.2f}; "
+              f"per image chi2 = {chi2:.1f} on {df} images, p = {p:.2f}")
+        for b in sorted({s // BLOCK for s in theirs}) if len({s // BLOCK for s in theirs}) > 1 else ():
+            a_b = [sum(v) for s, v in own.items() if s // BLOCK == b]
+            t_b = [sum(v) for s, v in theirs.items() if s // BLOCK == b]
+            if len(a_b) > 1 and len(t_b) > 1:
+                d_b, tt = welch(a_b, t_b)
+                print(f"    seeds {b * BLOCK}-{b * BLOCK + BLOCK - 1}: {d_b:+.2f} ({len(t_b)} and {len(a_b)} seeds), "
+                      f"Welch t = {tt:.1f}")
+
+
+def chi2_upper_p(chi2: float, df: int) -> float:
+    """P(X >= chi2) for X chi-squared with ``df`` degrees of freedom (Wilson-Hilferty: within 0.01 from df 10)."""
+    z = ((chi2 / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def per_image_homogeneity(a: list[list[bool]], b: list[list[bool]]) -> tuple[float, int, float]:
+    """Whether two sets of runs (one list of per-image outcomes per seed) break each image equally often: the sum
+    over images of the squared two-proportion z, chi-squared with one degree per image that either broke sometimes
+    but not always. Unlike the difference of the means, it looks at every image: a stream that favoured some images
+    would show there even where the totals agree."""
+    chi2, df = 0.0, 0
+    for i in range(len(a[0])):
+        ka, kb = sum(run[i] for run in a), sum(run[i] for run in b)
+        pooled = (ka + kb) / (len(a) + len(b))
+        if 0 < pooled < 1:
+            chi2 += (ka / len(a) - kb / len(b)) ** 2 / (pooled * (1 - pooled) * (1 / len(a) + 1 / len(b)))
+            df += 1
+    return chi2, df, chi2_upper_p(chi2, df) if df else 1.0
+
+
+def welch(own: list[int], theirs: list[int]) -> tuple[float, float]:
+    """The difference of the means (theirs - own) and its Welch t."""
+    se = math.sqrt(statistics.variance(own) / len(own) + statistics.variance(theirs) / len(theirs))
+    diff = statistics.mean(theirs) - statistics.mean(own)
+    return diff, diff / se if se > 0 else math.inf
 
 
 def check_starts(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
@@ -294,6 +342,29 @@ def check_starts(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
         for label, d in (("arbibench", ours), ("reference", theirs)):
             d = (d / eps).abs()
             print(f"| {seed} | {label} | {float(d.mean()):.4f} | {100 * float((d > 0.99).float().mean()):.2f}% |")
+    _check_streams(x, eps, seeds)
+
+
+def _check_streams(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
+    """The two starts' uniform numbers over all ``seeds``: a 64-bin histogram's chi-squared (63 degrees), and the
+    spread of the correlations between two images' numbers within a seed and between two seeds' numbers, each
+    against 1 / sqrt(n), what independent numbers give. Either stream failing one would explain a gap; neither does."""
+    print("\n| start | seeds | histogram chi2 (63 df), p | corr. between images, SD (expected) "
+          "| corr. between seeds, SD (expected) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    n_img, d = x.shape[0], x[0].numel()
+    for label in ("arbibench", "reference"):
+        draws = []
+        for seed in seeds:  # the numbers t in [-1, 1] of each start, before any scaling or clamping
+            t = (split_start(torch.full_like(x, 0.5), 0.5, seed, stream=label, scaled=False) - 0.5) * 2
+            draws.append(t.reshape(n_img, d).double())
+        u = torch.stack(draws)
+        hist = torch.histc(u, 64, -1, 1)
+        chi2 = float(((hist - hist.mean()) ** 2 / hist.mean()).sum())
+        within = torch.stack([torch.corrcoef(t)[~torch.eye(n_img, dtype=torch.bool)] for t in draws]).std()
+        across = torch.corrcoef(u.reshape(len(seeds), -1))[~torch.eye(len(seeds), dtype=torch.bool)].std()
+        print(f"| {label} | {len(seeds)} | {chi2:.1f}, {chi2_upper_p(chi2, 63):.2f} | {float(within):.5f} "
+              f"({d ** -0.5:.5f}) | {float(across):.6f} ({(n_img * d) ** -0.5:.6f}) |")
 
 
 def main() -> None:
