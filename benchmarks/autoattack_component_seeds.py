@@ -293,6 +293,11 @@ def _start_comparisons(r: dict[str, Any]) -> None:
         print(f"arbibench's code, {start} against its own start ({len(theirs)} and {len(own)} seeds): "
               f"{diff:+.2f} images fooled, Welch t = {t:.1f}; SD {sd_theirs:.2f} against {sd_own:.2f}; "
               f"per image chi2 = {chi2:.1f} on {df} images, p = {p:.2f}")
+        rates = [(sum(v[i] for v in theirs.values()) / len(theirs) - sum(v[i] for v in own.values()) / len(own), i)
+                 for i in range(len(r["indices"]))]
+        rates.sort()
+        print("    largest per-image differences of the share of seeds that broke it (position: difference): "
+              + ", ".join(f"{i}: {d:+.2f}" for d, i in rates[-3:][::-1] + rates[:2]))
         for b in sorted({s // BLOCK for s in theirs}) if len({s // BLOCK for s in theirs}) > 1 else ():
             a_b = [sum(v) for s, v in own.items() if s // BLOCK == b]
             t_b = [sum(v) for s, v in theirs.items() if s // BLOCK == b]
@@ -300,6 +305,19 @@ def _start_comparisons(r: dict[str, Any]) -> None:
                 d_b, tt = welch(a_b, t_b)
                 print(f"    seeds {b * BLOCK}-{b * BLOCK + BLOCK - 1}: {d_b:+.2f} ({len(t_b)} and {len(a_b)} seeds), "
                       f"Welch t = {tt:.1f}")
+    _formula_pairs(runs)
+
+
+def _formula_pairs(runs: dict[str, dict[int, list[bool]]]) -> None:
+    """The starts that share their numbers and differ only in the formula (scaled to a largest entry of 1 or not),
+    paired seed by seed: what the formula alone moves."""
+    for unscaled, scaled in (("arbibench", "arbibench_scaled_start"),
+                             ("arbibench_reference_stream", "arbibench_reference_start")):
+        seeds = sorted(set(runs.get(unscaled, {})) & set(runs.get(scaled, {})))
+        if len(seeds) > 1:
+            d = [sum(runs[scaled][s]) - sum(runs[unscaled][s]) for s in seeds]
+            print(f"the formula alone, {scaled} - {unscaled} (the same numbers, {len(seeds)} seeds paired): "
+                  f"{statistics.mean(d):+.2f} images fooled, SD of a seed's difference {statistics.stdev(d):.2f}")
 
 
 def chi2_upper_p(chi2: float, df: int) -> float:
