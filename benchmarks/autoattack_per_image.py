@@ -266,6 +266,28 @@ def _aggregate(rows: list[dict[str, Any]]) -> None:
         print(f"| {key[0]} | {key[1] or '-'} | {len(group)} | {correct} | {ours} | {theirs} | "
               f"{(ours - theirs) / len(group):+.2f} | {only_ours} | {only_ref} | "
               f"{sign_test_p(only_ours, only_ref):.2f} |")
+    _component_sums(groups, rows)
+
+
+def _component_sums(groups: dict[tuple[str, str], list[dict[str, Any]]], rows: list[dict[str, Any]]) -> None:
+    """Images each component fooled, summed over the pieces of each model and over all: where a gap in the robust
+    images comes from (a component that receives fewer images can fool fewer, so the images attacked are beside)."""
+    print("\nPer component over the pieces (images attacked / fooled, summed):")
+    print("| model | pieces | library | APGD-CE | APGD-T | FAB-T | Square |")
+    print("| --- | ---: | --- | --- | --- | --- | --- |")
+    models: dict[str, list[dict[str, Any]]] = {}
+    for (model, _), group in sorted(groups.items()):
+        models.setdefault(model, []).extend(group)
+    for model, group in [*models.items(), ("all", rows)]:
+        for label in ("arbibench", "reference"):
+            sums = [[0, 0] for _ in range(4)]
+            for r in group:
+                comps = (r["arbibench"]["components"] + [r["arbibench"]["square_variants"]["configured"]["square"]]
+                         if label == "arbibench" else r["reference"]["components"])
+                for k, c in enumerate(comps):
+                    sums[k][0] += c["images"]
+                    sums[k][1] += c["fooled"]
+            print(f"| {model} | {len(group)} | {label} | " + " | ".join(f"{a} / {f}" for a, f in sums) + " |")
 
 
 def _summary(out: Path) -> None:

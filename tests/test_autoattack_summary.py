@@ -5,6 +5,7 @@ finished component."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 from pathlib import Path
 
@@ -30,11 +31,22 @@ def test_the_summary_sums_the_stored_pieces(capsys: pytest.CaptureFixture[str]) 
     pieces = [json.loads(p.read_text()) for p in sorted(PIECES.glob("*.json"))]
     assert pieces, "the measured pieces are committed beside BENCHMARKS.md"
     per_image._summary(PIECES)
-    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith("| all |")]
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split(" | ") for line in out if line.startswith("| all | - |")]
     assert len(rows) == 1
     ours = sum(sum(per_image._robust(p)[0]) for p in pieces)
     theirs = sum(sum(per_image._robust(p)[1]) for p in pieces)
     assert (int(rows[0][2]), int(rows[0][4]), int(rows[0][5])) == (len(pieces), ours, theirs)
+    # per component over all pieces: every correct image meets APGD-CE, each later component gets what the ones
+    # before left, and what no component fooled is the robust count
+    correct = sum(sum(p["correct"]) for p in pieces)
+    for library, robust in (("arbibench", ours), ("reference", theirs)):
+        cells = next(line for line in out if line.startswith(f"| all | {len(pieces)} | {library} |"))
+        attacked_fooled = [tuple(map(int, c.split(" / "))) for c in cells.strip(" |").split(" | ")[3:]]
+        assert attacked_fooled[0][0] == correct
+        for (attacked, fooled), (next_attacked, _) in itertools.pairwise(attacked_fooled):
+            assert next_attacked == attacked - fooled
+        assert attacked_fooled[-1][0] - attacked_fooled[-1][1] == robust
     # a robust image is a correctly classified one that no component fooled, in either library
     for p in pieces:
         a, b = per_image._robust(p)
