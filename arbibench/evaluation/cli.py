@@ -117,7 +117,7 @@ def eval_(
     ),
     store: Path = typer.Option(Path("arbibench.db"), help="SQLite results store; reruns resume from it."),
     json_out: Path | None = typer.Option(None, "--json", parser=output_file, metavar=FILE_METAVAR,
-                                              help="Also write the result as JSON to this file."),
+                                         help="Also write the result as JSON to this file."),
     device: str | None = typer.Option(None, help="cpu, cuda, cuda:1, ... (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     checks: bool = typer.Option(True, help="Run the gradient-masking checks after the attacks and show their flags."),

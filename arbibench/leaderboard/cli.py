@@ -81,7 +81,7 @@ def table(
     model_info: Path = typer.Option(Path("model_info"), help="Folder of model cards (<dataset>/<threat>/<name>.json)."),
     per_attack: bool = typer.Option(True, help="Also print ACC_norm per attack."),
     out: Path | None = typer.Option(None, parser=output_file, metavar=FILE_METAVAR,
-                                     help="Write the markdown to this file instead of printing it."),
+                                    help="Write the markdown to this file instead of printing it."),
 ) -> None:
     """Print the leaderboards as GitHub markdown tables (the site's ranking), e.g. for a README."""
     check_outputs(("--out", out))

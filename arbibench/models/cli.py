@@ -133,7 +133,7 @@ def card_and_label(path: Path, data: Any) -> tuple[CardIdentity | DeployCheckCar
 @zoo_app.command("table")
 def zoo_table(
     out: Path | None = typer.Option(None, parser=output_file, metavar=FILE_METAVAR,
-                                     help="Write the table to this file (atomically); default: print it."),
+                                    help="Write the table to this file (atomically); default: print it."),
     dataset: str = typer.Option("cifar10", help="The dataset whose shipped models to list."),
 ) -> None:
     """Print the shipped zoo as a markdown table from the model cards: accuracy, training time, recipe and the gap to

@@ -37,7 +37,7 @@ def verify(
                                   "model); see arbibench.deploy.semantics."),
     seed: int = typer.Option(0, help="Seed of the random corners."),
     json_out: Path | None = typer.Option(None, "--json", parser=output_file, metavar=FILE_METAVAR,
-                                              help="Also write every image's verdicts as JSON here."),
+                                         help="Also write every image's verdicts as JSON here."),
     device: str | None = typer.Option(None, help="cpu, cuda, ... where the bounds are computed (default: cpu)."),
     data_dir: Path | None = typer.Option(None, help="Data folder; default $ARBIBENCH_DATA or ~/.cache/arbibench."),
     model_dir: Path | None = typer.Option(None, help="Checkpoint folder of ImageNet or imported models."),

@@ -26,7 +26,7 @@ def protocol_grid_check(
     seed: int = typer.Option(0, help="Seed of the attack's random starts (the same for float and the grid)."),
     batch_size: int = typer.Option(200, min=1, help="Images per batch (as eval's, so the float column matches it)."),
     json_out: Path | None = typer.Option(None, "--json", parser=output_file, metavar=FILE_METAVAR,
-                                              help="Also write every number as JSON to this file."),
+                                         help="Also write every number as JSON to this file."),
     model_info: Path | None = typer.Option(
         None, help="Also write each model's grid-check card to <model-info>/<dataset>/grid_check/<name>.json, which "
         "`leaderboard markdown` and `protocol report` read."
