@@ -366,7 +366,7 @@ def check_starts(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
 def _check_streams(x: torch.Tensor, eps: float, seeds: list[int]) -> None:
     """The two starts' uniform numbers over all ``seeds``: a 64-bin histogram's chi-squared (63 degrees), and the
     spread of the correlations between two images' numbers within a seed and between two seeds' numbers, each
-    against 1 / sqrt(n), what independent numbers give. Either stream failing one would explain a gap; neither does."""
+    against 1 / sqrt(n), what independent numbers give: a stream that failed one could explain a gap in the starts."""
     print("\n| start | seeds | histogram chi2 (63 df), p | corr. between images, SD (expected) "
           "| corr. between seeds, SD (expected) |")
     print("| --- | ---: | ---: | ---: | ---: |")
