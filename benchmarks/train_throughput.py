@@ -69,16 +69,18 @@ def _gradient_passes(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, fu
 
 
 def _recipe_steps(net: torch.nn.Module, teacher: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
-                  steps: int) -> float:
+                  steps: int, bf16: bool = False) -> float:
     """Images/s of ``steps`` steps of the long recipe's step: student and teacher forward, distillation loss,
-    backward, Adam, latent weights clamped (one untimed warm-up step first)."""
+    backward, Adam, latent weights clamped (one untimed warm-up step first). ``bf16``: the forwards and the loss
+    under bfloat16 autocast, as ``arbibench train --autocast bf16`` runs them."""
     latent = latent_binary_weights(net)
     for i in range(steps + 1):
         if i == 1:
             t0 = time.perf_counter()
-        with torch.no_grad():
-            teacher_logits = teacher(x)
-        loss = distillation_loss(net(x), teacher_logits)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with torch.no_grad():
+                teacher_logits = teacher(x)
+            loss = distillation_loss(net(x), teacher_logits)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -89,17 +91,22 @@ def _recipe_steps(net: torch.nn.Module, teacher: torch.nn.Module, opt: torch.opt
 
 
 def _compare_layouts(
-    x: torch.Tensor, steps: int, rounds: int, with_compile: bool, models: tuple[str, ...] = MODELS
+    x: torch.Tensor, steps: int, rounds: int, with_compile: bool, models: tuple[str, ...] = MODELS,
+    with_bf16: bool = False, only: tuple[str, ...] = (),
 ) -> list[tuple[str, str, float]]:
-    """The long recipe's training step of each BNN in NCHW, in channels_last and (optionally) under torch.compile,
-    in alternating rounds; returns (model, variant, median img/s) rows. Compile time is printed apart.
-    ``compile_student`` compiles the student alone, ``compile`` the teacher too (what ``arbibench train --compile``
-    runs)."""
+    """The long recipe's training step of each BNN in NCHW, in channels_last and (optionally) under torch.compile
+    and under bf16 autocast, in alternating rounds; returns (model, variant, median img/s) rows. Compile time is
+    printed apart; ``only`` keeps the named variants (and NCHW). ``compile_student`` compiles the student alone,
+    ``compile`` the teacher too (what ``arbibench train --compile`` runs); ``bf16`` is NCHW under ``--autocast
+    bf16``, ``compile_bf16`` both flags."""
     rows = []
     for name in models:
         teacher = load_model("resnet20_fp").requires_grad_(False)
         variants: dict[str, tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, torch.Tensor]] = {}
-        for variant in ("nchw", "channels_last", *(("compile_student", "compile") if with_compile else ())):
+        for variant in ("nchw", "channels_last", *(("compile_student", "compile") if with_compile else ()),
+                        *(("bf16",) if with_bf16 else ()), *(("compile_bf16",) if with_bf16 and with_compile else ())):
+            if only and variant not in only and variant != "nchw":  # NCHW stays: the ratios are against it
+                continue
             net = load_model(name).train()
             set_training_progress(net, 0.5)
             t, xi = teacher, x
@@ -110,16 +117,17 @@ def _compare_layouts(
             opt = torch.optim.Adam(net.parameters(), lr=1e-5, foreach=True)
             if variant.startswith("compile"):  # "compile": the student and the teacher, as `train --compile` does
                 compiled = torch.compile(net)
-                t = torch.compile(load_model("resnet20_fp").requires_grad_(False)) if variant == "compile" else teacher
+                t = (teacher if variant == "compile_student"
+                     else torch.compile(load_model("resnet20_fp").requires_grad_(False)))
                 t0 = time.perf_counter()
-                _recipe_steps(compiled, t, opt, xi, 1)  # compiles the forward and the backward graph
+                _recipe_steps(compiled, t, opt, xi, 1, bf16=variant.endswith("bf16"))  # compiles forward and backward
                 print(f"{name}: torch.compile + 2 steps took {time.perf_counter() - t0:.1f} s", flush=True)
                 net = compiled
             variants[variant] = (net, t, opt, xi)
         rates: dict[str, list[float]] = {v: [] for v in variants}
         for _ in range(rounds):
             for v, (net, t, opt, xi) in variants.items():
-                rates[v].append(_recipe_steps(net, t, opt, xi, steps))
+                rates[v].append(_recipe_steps(net, t, opt, xi, steps, bf16=v.endswith("bf16")))
         for v, r in rates.items():
             rows.append((name, v, statistics.median(r)))
             print(f"{name} {v}: {statistics.median(r):.1f} img/s (rounds: {', '.join(f'{a:.1f}' for a in r)})",
@@ -138,6 +146,11 @@ def main() -> None:
                         help="only the long recipe's step: NCHW vs channels_last (and torch.compile with --compile)")
     parser.add_argument("--compile", action="store_true",
                         help="with --layouts: add the torch.compile variants (the student alone; student and teacher)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="with --layouts: add NCHW under bfloat16 autocast (train --autocast bf16), and with "
+                        "--compile also compiled under it")
+    parser.add_argument("--variants", default="",
+                        help="with --layouts: comma-separated variants to keep (NCHW always runs), e.g. bf16,compile")
     parser.add_argument("--out", type=Path, help="with --layouts: also write the rows and the machine as JSON here")
     parser.add_argument("--models", default=",".join(MODELS), help="with --layouts: comma-separated zoo BNNs")
     args = parser.parse_args()
@@ -148,7 +161,8 @@ def main() -> None:
     x = augment(torch.from_numpy(x_train[: args.batch_size]), gen).float().div_(255)
     y = torch.from_numpy(y_train[: args.batch_size])
     if args.layouts:
-        layout_rows = _compare_layouts(x, args.steps, args.rounds, args.compile, tuple(args.models.split(",")))
+        layout_rows = _compare_layouts(x, args.steps, args.rounds, args.compile, tuple(args.models.split(",")),
+                                       args.bf16, tuple(v for v in args.variants.split(",") if v))
         print(f"\n{cpu_model()}, torch {torch.__version__}, {args.threads} threads, "
               f"batch {args.batch_size}, median of {args.rounds} alternating rounds of {args.steps} steps\n")
         print("| model | variant | img/s | vs NCHW |\n| --- | --- | ---: | ---: |")
