@@ -91,6 +91,21 @@ def test_bf16_autocast_trains_and_ships_float32_measured_in_float32(tmp_path, da
     assert top1_accuracy(model, x[:100], y[:100]) == bf16["clean_acc"]
 
 
+def test_a_run_resumed_under_other_flags_goes_on_and_records_how_each_epoch_ran(tmp_path, data_dir):
+    # benchmarks/bf16_training.py's "bf16_then_fp32" arm: the first epoch in bf16, the last resumed in float32
+    recipe = Recipe(method="xnor", epochs=2, batch_size=64, train_examples=128, optimizer="adam", lr=1e-3,
+                    val_examples=100)
+    bf16 = train(recipe, tmp_path / "bf16", data_dir, log=lambda m: None, eval_examples=100,
+                 execution=Execution(autocast="bf16"))
+    with pytest.raises(TimeLimitReached):
+        train(recipe, tmp_path / "mixed", data_dir, log=lambda m: None, eval_examples=100,
+              execution=Execution(autocast="bf16", time_limit_s=1e-3))
+    mixed = train(recipe, tmp_path / "mixed", data_dir, log=lambda m: None, eval_examples=100)
+    assert [e["autocast"] for e in mixed["epoch_seconds"]] == ["bf16", None]
+    assert mixed["history"][0] == bf16["history"][0]  # the bf16 epoch is the bf16 run's own
+    assert mixed["history"][1]["train_loss"] != bf16["history"][1]["train_loss"]  # the float32 one is not
+
+
 def test_execution_refuses_what_it_cannot_run():
     with pytest.raises(ValueError, match="unknown autocast 'fp8'"):
         Execution(autocast="fp8")

@@ -72,7 +72,8 @@ def train(
         "resnet20_fp,resnet20_bnn; replaces --arch/--method); each logs to OUT/<name>.log."),
     autocast: str | None = typer.Option(
         None, help="bf16: training steps under bfloat16 autocast (held-out, BatchNorm and test measurements stay "
-        "float32); not part of the recipe."),
+        "float32); not part of the recipe. Faster, but it cost resnet20_xnor 0.75 held-out points in "
+        "benchmarks/bf16_training.py: run that A/B on your model first."),
     compile_mode: str = typer.Option(
         "default", help="With --compile: default, reduce-overhead (CUDA graphs) or max-autotune."),
     time_limit: float | None = typer.Option(

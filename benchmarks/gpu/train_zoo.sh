@@ -2,7 +2,7 @@
 # On a lent GPU machine, once stage_cifar10.py receive has assembled the data: the papers' recipes of the given zoo
 # models side by side on the GPU, in a piece that ends before the call's limit, with every run folder copied to $OUT
 # so the next session (or the next call, on a fresh machine) resumes from it: carry zoo_runs/gpu back as it came.
-#   MODELS=resnet20_fp,resnet20_bnn MINUTES=8 EXTRA="--compile --autocast bf16" bash benchmarks/gpu/train_zoo.sh
+#   MODELS=resnet20_fp,resnet20_bnn MINUTES=8 EXTRA="--compile" bash benchmarks/gpu/train_zoo.sh
 # (EXTRA: what benchmarks/train_epoch_device.py measured faster on that GPU; nothing by default)
 set -uo pipefail
 DATA="${ARBIBENCH_GPU_DATA:-$HOME/arbibench-data}"
