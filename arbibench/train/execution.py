@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from arbibench.evaluation.inputs import full_float32
+
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16}
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # reduce-overhead: CUDA graphs on a GPU
 
@@ -63,6 +65,14 @@ class Execution:
         """What each epoch's record says about how it ran."""
         return {"device": str(self.torch_device), "channels_last": self.channels_last, "compiled": self.compile_model,
                 "compile_mode": self.compile_mode if self.compile_model else None, "autocast": self.autocast}
+
+
+def float32_precision(device: torch.device) -> None:
+    """Train in the float32 the recipe names: on CUDA, cuDNN computes float32 convolutions in TF32 by default (a
+    10-bit mantissa), the kind of rounding that cost ``resnet20_xnor`` held-out accuracy under bf16 autocast
+    (docs/benchmarks/training.md). Lower precision is asked for with ``autocast``, never taken silently."""
+    if device.type == "cuda":
+        full_float32()
 
 
 def resolve_device(name: str) -> torch.device:

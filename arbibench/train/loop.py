@@ -45,7 +45,7 @@ from arbibench.train.checkpoints import (
     load_optimizer,
     optimizer_tensors,
 )
-from arbibench.train.execution import Execution, TimeLimitReached
+from arbibench.train.execution import Execution, TimeLimitReached, float32_precision
 from arbibench.train.recipes import Recipe, check_recipe, learning_rate, stage_method
 from arbibench.train.selection import best_val_epoch, split_validation, validation_optimistic
 
@@ -255,6 +255,7 @@ def train(
     """
     out = Path(out_dir)
     execution = execution or Execution(channels_last=channels_last, compile_model=compile_model)
+    float32_precision(execution.torch_device)
     _check_recipe(recipe, out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(recipe.seed)
