@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from statistics import median
+from statistics import mean, median, stdev
 from typing import Any
 
 import torch
@@ -142,6 +143,18 @@ def training_ab(name: str, epochs: int, seed: int, arms: list[str], data_dir: Pa
     return out
 
 
+def paired_difference(runs: list[dict[str, Any]], arm: str) -> dict[str, float] | None:
+    """``arm``'s last-epoch held-out accuracy minus float32's, in points, over the seeds that ran both: the mean,
+    the paired t (mean over its standard error) and how many seeds came out lower; None under two seeds."""
+    diffs = [100 * (r["arms"][arm]["val_acc"][-1] - r["arms"]["fp32"]["val_acc"][-1])
+             for r in runs if arm in r["arms"] and "fp32" in r["arms"]]
+    if len(diffs) < 2:
+        return None
+    se = stdev(diffs) / math.sqrt(len(diffs))
+    return {"mean": mean(diffs), "t": mean(diffs) / se if se > 0 else math.copysign(math.inf, mean(diffs)),
+            "n": len(diffs), "lower": sum(d < 0 for d in diffs)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet20_xnor")
@@ -193,6 +206,10 @@ def main() -> None:
     for r in runs:
         finals = ", ".join(f"{a} {v['val_acc'][-1]:.4f}" for a, v in r["arms"].items())
         print(f"seed {r['seed']}, held-out after {r['epochs']} epochs: {finals}")
+    for arm in ARMS:
+        if arm != "fp32" and (paired := paired_difference(runs, arm)) is not None:
+            print(f"{arm} - fp32, held-out points: mean {paired['mean']:+.2f}, paired t {paired['t']:.2f} on "
+                  f"{paired['n'] - 1} degrees of freedom, lower on {paired['lower']} of {paired['n']} seeds")
     if args.out is not None:
         atomic_write_json(result, args.out)
 
