@@ -1,4 +1,5 @@
-"""Does bfloat16 autocast change what a BNN learns? The check behind training the CPU queue under ``--autocast bf16``.
+"""Does bfloat16 autocast change what a BNN learns? The check that decides whether a run may train under
+``--autocast bf16`` (for the zoo: it may not, docs/benchmarks/training.md).
 
 Two measurements on the real CIFAR-10 training images, from a shipped zoo checkpoint:
 
@@ -6,12 +7,13 @@ Two measurements on the real CIFAR-10 training images, from a shipped zoo checkp
    from the FP twin) is differentiated in float32 and under bf16 autocast. The cosine between the two gradients of
    every trained tensor says how far bf16's rounding moves a step; the cosine between the float32 gradients of two
    different batches is the scale that matters, since SGD-type training already follows one noisy batch at a time.
-2. **Training A/B.** The long recipe cut to ``--epochs`` epochs, run twice from the same checkpoint, seed and batch
-   order: once in float32, once under bf16 autocast (``arbibench train --autocast bf16``). Each epoch's held-out
-   accuracy (the 5,000 held-out training images, never the test set) and seconds are reported side by side.
+2. **Training A/B.** The long recipe cut to ``--epochs`` epochs, run from the same checkpoint, seed and batch order
+   under each arm: float32, bf16 autocast (``arbibench train --autocast bf16``), and bf16 with the last epoch
+   resumed in float32. Each epoch's held-out accuracy (the 5,000 held-out training images, never the test set) and
+   seconds are stored; the summary gives each arm's paired difference from float32 over the seeds.
 
-    .venv/bin/python benchmarks/bf16_training.py --model resnet20_xnor --epochs 2 --seeds 0,1 \\
-        --out docs/measurements/bf16_training_xnor.json
+    .venv/bin/python benchmarks/bf16_training.py --model resnet20_xnor --epochs 2 --seeds 0,1,2 \\
+        --arms fp32,bf16,bf16_then_fp32 --out docs/measurements/bf16_training_xnor.json
 
 Run it with nothing else on the cores (pause the queue): the seconds are part of the answer.
 """
