@@ -1,4 +1,5 @@
-"""The machine a measurement ran on, named the same way in checkpoint cards, benchmarks and notes."""
+"""The machine a measurement ran on, named the same way in checkpoint cards, benchmarks and notes, and the float32 a
+GPU computes in (:func:`full_float32`, for evaluation and training alike)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,25 @@ def computed_on(device: torch.device) -> str:
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} ({device})"
     return describe(torch.get_num_threads())
+
+
+def full_float32() -> None:
+    """Make CUDA convolutions and matrix products compute in full float32, not TF32.
+
+    cuDNN convolutions default to TF32 on Ampere and newer GPUs (10-bit mantissas): the network evaluated (or
+    trained) would not be the float32 network its card names, and a BNN's signs flip on such rounding. Set once per
+    process, through torch's newer per-backend precision settings where they exist (reading the older flags after a
+    mix raises).
+    """
+    import torch  # start-up: only a run on a GPU asks
+
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):
+        conv.fp32_precision = "ieee"
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    else:  # torch before 2.9
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
 
 
 UNRECORDED = "not recorded (stored by an older arbibench)"

@@ -1,13 +1,15 @@
-"""On CUDA the evaluation computes in full float32: cuDNN's TF32 default would evaluate another network."""
+"""On CUDA evaluation and training compute in full float32: cuDNN's TF32 default would evaluate (or train) another
+network."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
 
-from arbibench.evaluation.inputs import full_float32
+from arbibench.machine import full_float32
 
 
 @pytest.fixture
@@ -36,3 +38,21 @@ def test_resolving_a_cuda_device_sets_full_float32(saved_precision: None, monkey
     torch.backends.cudnn.conv.fp32_precision = "tf32"
     assert resolve_device("cpu") == torch.device("cpu")
     assert torch.backends.cudnn.conv.fp32_precision == "tf32"  # a CPU run leaves the process's settings alone
+
+
+def test_training_on_cuda_sets_full_float32_and_every_run_asks_for_its_device(
+    saved_precision: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_dir: Path
+) -> None:
+    from arbibench.train import Recipe, loop, train
+    from arbibench.train.execution import float32_precision
+
+    torch.backends.cudnn.conv.fp32_precision = "tf32"
+    float32_precision(torch.device("cpu"))
+    assert torch.backends.cudnn.conv.fp32_precision == "tf32"  # a CPU run leaves the CUDA settings alone
+    float32_precision(torch.device("cuda"))  # only sets flags: no GPU needed
+    assert torch.backends.cudnn.conv.fp32_precision == "ieee"
+    asked: list[torch.device] = []
+    monkeypatch.setattr(loop, "float32_precision", asked.append)
+    recipe = Recipe(method="bnn", epochs=1, batch_size=64, train_examples=64, optimizer="adam", lr=1e-3)
+    train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=50)
+    assert asked == [torch.device("cpu")]

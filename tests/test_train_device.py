@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from arbibench.cli import app
 from arbibench.models.architectures import build_model
 from arbibench.nn.quantizers import EDESign, set_training_progress
-from arbibench.train import Recipe, default_recipe, learning_rate, loop, train
+from arbibench.train import Recipe, default_recipe, learning_rate, train
 from arbibench.train.augmentation import apply_augmentation, augment, draw_augmentation
-from arbibench.train.execution import Execution, TimeLimitReached, float32_precision
+from arbibench.train.execution import Execution, TimeLimitReached
 from arbibench.train.loop import make_optimizer, schedule_ede
 from arbibench.train.side_by_side import parse_members
 
@@ -104,24 +104,6 @@ def test_a_run_resumed_under_other_flags_goes_on_and_records_how_each_epoch_ran(
     assert [e["autocast"] for e in mixed["epoch_seconds"]] == ["bf16", None]
     assert mixed["history"][0] == bf16["history"][0]  # the bf16 epoch is the bf16 run's own
     assert mixed["history"][1]["train_loss"] != bf16["history"][1]["train_loss"]  # the float32 one is not
-
-
-def test_training_on_cuda_turns_off_tf32_and_every_run_asks_for_its_device(tmp_path, data_dir, monkeypatch):
-    conv = torch.backends.cudnn.conv
-    before = conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision
-    try:
-        conv.fp32_precision = "tf32"  # cuDNN's default for float32 convolutions
-        float32_precision(torch.device("cpu"))
-        assert conv.fp32_precision == "tf32"  # a CPU run leaves the CUDA settings alone
-        float32_precision(torch.device("cuda"))  # only sets flags: no GPU needed
-        assert conv.fp32_precision == "ieee" and torch.backends.cuda.matmul.fp32_precision == "ieee"
-    finally:
-        conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision = before
-    asked = []
-    monkeypatch.setattr(loop, "float32_precision", asked.append)
-    recipe = Recipe(method="bnn", epochs=1, batch_size=64, train_examples=64, optimizer="adam", lr=1e-3)
-    train(recipe, tmp_path / "run", data_dir, log=lambda m: None, eval_examples=50)
-    assert asked == [torch.device("cpu")]
 
 
 def test_execution_refuses_what_it_cannot_run():

@@ -9,28 +9,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from arbibench.machine import full_float32
+
 FLAG_MEANINGS = {
     "randomized_model": "Two identical forward passes gave different logits: the model is randomized, so attacks "
     "see a moving target and ACC* may be overstated. Evaluate with EOT or make the model deterministic.",
     "probability_outputs": "The outputs look like probabilities (non-negative, rows sum to 1), not logits: "
     "cross-entropy on them has vanishing gradients. Remove the final softmax.",
 }
-
-
-def full_float32() -> None:
-    """Make CUDA convolutions and matrix products compute in full float32, not TF32.
-
-    cuDNN convolutions default to TF32 on Ampere and newer GPUs (10-bit mantissas): the network evaluated would not
-    be the float32 network its card names, and a BNN's signs flip on such rounding. Set once per process, through
-    torch's newer per-backend precision settings where they exist (reading the older flags after a mix raises).
-    """
-    conv = getattr(torch.backends.cudnn, "conv", None)
-    if conv is not None and hasattr(conv, "fp32_precision"):
-        conv.fp32_precision = "ieee"
-        torch.backends.cuda.matmul.fp32_precision = "ieee"
-    else:  # torch before 2.9
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from arbibench.evaluation.inputs import full_float32
+from arbibench.machine import full_float32
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16}
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # reduce-overhead: CUDA graphs on a GPU
