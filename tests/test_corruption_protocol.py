@@ -70,6 +70,14 @@ def test_run_resume_and_cards(root: Path, protocol: CorruptionProtocol, tmp_path
     with ResultStore(db_path) as db:
         again = run_corruption_protocol(protocol, ["resnet20_bnn", "resnet20_fp"], db, data_dir=root, progress=False)
         assert db.conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0] == n_batches
+        # a card's seconds are the compute time its batches stored, not the time a rerun took to read them back
+        for r in again:
+            keys = [k for k, in db.conn.execute("SELECT eval_key FROM evaluations WHERE model_name = ?",
+                                                (r.model_name,))]
+            assert len(keys) == 1 + 4 and r.seconds == pytest.approx(sum(db.batch_seconds(k) for k in keys))
+            assert r.seconds > 0
+        read_back = run_corruption_protocol(protocol, ["resnet20_bnn"], db, data_dir=root, progress=False)
+        assert [r.seconds for r in read_back] == [r.seconds for r in again]
     fp, bnn = results
     for a, b in zip(results, again, strict=True):
         assert a.mca == b.mca and a.cells == b.cells and np.array_equal(a.correct, b.correct)

@@ -103,7 +103,7 @@ class CorruptionEvaluation:
     mca: Estimate
     relative_clean: Estimate
     indices_hash: str
-    seconds: float
+    seconds: float  # compute time as stored batch by batch: a rerun that only reads back keeps the first run's
     fp_twin: str | None = None
     data_sha256: str | None = None  # CorruptionData.digest of the cells measured
     relative_fp: Estimate | None = None
@@ -133,8 +133,9 @@ def evaluate_cell(
     batch_size: int,
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
-) -> np.ndarray:
-    """Predictions on one cell (uint8 NHWC ``images``), batch by batch through the store; bool [n] correct."""
+) -> tuple[np.ndarray, float]:
+    """Predictions on one cell (uint8 NHWC ``images``), batch by batch through the store: bool [n] correct, and the
+    seconds its batches took to compute, whenever they were computed."""
     key = store.register(model_hash, model_name, label, spec)
     done = store.done_batches(key)
     n = len(images)
@@ -158,7 +159,7 @@ def evaluate_cell(
     if len(out.sample_index) != n or not np.array_equal(out.sample_index, data.indices):
         raise RuntimeError(f"the store {store.path} holds {len(out.sample_index)} outcomes for {model_name} {label}, "
                            f"expected {n}: it was modified by hand or by another version; use a fresh --store")
-    return out.clean_correct
+    return out.clean_correct, store.batch_seconds(key)
 
 
 def run_corruption_model(
@@ -174,7 +175,6 @@ def run_corruption_model(
     checkpoint_sha256: str | None = None,
 ) -> CorruptionEvaluation:
     """Accuracy of ``model`` on the clean images and on every cell of ``protocol`` (resumable through ``store``)."""
-    t0 = active_clock().now()
     dev = torch.device(device) if device is not None else torch.device("cpu")
     model = model.to(dev).eval()
     _, flags = check_model(model, _to_tensor(data.clean[:8]).to(dev))
@@ -191,15 +191,16 @@ def run_corruption_model(
 
         clean_spec = {**base, "dataset": protocol.dataset, "attack": CLEAN,
                       "data_sha256": hashlib.sha256(data.clean.tobytes()).hexdigest()}
-        clean = evaluate_cell(model, model_hash, model_name, store, data.clean, data, clean_spec, CLEAN,
-                              batch_size=protocol.batch_size, device=dev, on_batch=advance)
+        clean, seconds = evaluate_cell(model, model_hash, model_name, store, data.clean, data, clean_spec, CLEAN,
+                                       batch_size=protocol.batch_size, device=dev, on_batch=advance)
         for i, c in enumerate(protocol.corruptions):
             for j, s in enumerate(protocol.severities):
                 spec = {**base, "dataset": "cifar10-c", "corruption": c, "severity": s, "source": data.source,
                         "data_sha256": data.cell_sha256[(c, s)]}
-                correct[i, j] = evaluate_cell(model, model_hash, model_name, store, data.cell(c, s), data, spec,
-                                              f"{c}@{s}", batch_size=protocol.batch_size, device=dev,
-                                              on_batch=advance)
+                correct[i, j], cell_seconds = evaluate_cell(model, model_hash, model_name, store, data.cell(c, s),
+                                                            data, spec, f"{c}@{s}", batch_size=protocol.batch_size,
+                                                            device=dev, on_batch=advance)
+                seconds += cell_seconds
     summary = mean_corruption_accuracy(correct, clean, n_boot=protocol.n_bootstrap, seed=protocol.bootstrap_seed)
     return CorruptionEvaluation(
         model_name=model_name,
@@ -215,7 +216,7 @@ def run_corruption_model(
         mca=summary["mca"],
         relative_clean=summary["relative_clean"],
         indices_hash=hash_indices(data.indices),
-        seconds=active_clock().now() - t0,
+        seconds=seconds,
         flags=flags,
         correct=correct,
         checkpoint_sha256=checkpoint_sha256,
