@@ -112,6 +112,17 @@ def test_a_later_run_that_did_not_ship_decides_the_reading():
     older = dataclasses.replace(base, attempts=(_attempt(base, compared_with="1" * 64),))
     assert read_curve(older).attempts == ()  # type: ignore[union-attr]
     assert read_curve(older).verdict().startswith("underfits and still rising")  # type: ignore[union-attr]
+    # a run stopped early (patience, mid-schedule) never reached its low learning rates: it does not settle the
+    # question, so the shipped run's own reading stands, and the page says how far the run got
+    cut = dataclasses.replace(_attempt(base), recipe={**base.recipe, "epochs": 10, "init_from": base.name})
+    stopped = read_curve(dataclasses.replace(base, attempts=(cut,)))
+    assert stopped is not None and stopped.attempts[0].stopped_early
+    assert stopped.verdict() == ("underfits and still rising at its end: undertrained (a later run stopped early, at "
+                                 "epoch 4 of 10, below it)")
+    assert "A later run (2026-12-07), stopped early after 4 of its 10 epochs, did not replace it" in stopped.sentence()
+    # a whole-schedule run after the cut one decides again
+    both = read_curve(dataclasses.replace(base, attempts=(cut, _attempt(base))))
+    assert both is not None and both.verdict() == reading.verdict()
     # a model that meets its goal still reads so
     met = dataclasses.replace(tried, clean_acc=0.86)
     assert read_curve(met).verdict() == "meets its goal"  # type: ignore[union-attr]

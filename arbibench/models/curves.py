@@ -11,8 +11,10 @@ batches, held-out accuracy on the 5,000 training images the run never trained on
   so the reading says "rising", never "would reach the goal";
 - a network that fits its training batches well above held-out (gap >= :data:`UNDERFIT_GAP`) will not reach its goal
   by more epochs of the same recipe: the miss is the recipe;
-- *not beaten*: a later run that did not replace the checkpoint (the card's ``attempts``) answers the question
-  outright: more training of that run's recipe did not help, whatever the shipped run's own curve suggested.
+- *not beaten*: a later run that ran its whole schedule and did not replace the checkpoint (the card's
+  ``attempts``) answers the question outright: more training of that run's recipe did not help, whatever the
+  shipped run's own curve suggested. A run stopped early (patience, mid-schedule) never reached the low learning
+  rates where these runs gain most, so it does not answer it: the shipped run's own reading stands, with a mention.
 
 :func:`read_curve` reads one card and :func:`curves_figure` draws the readings; :mod:`arbibench.models.markdown`
 renders them as ``docs/learning-curves.md`` (``arbibench zoo curves``). Cards only, no torch.
@@ -58,9 +60,21 @@ class AttemptCurve:
         value = self.attempt.shipped_val_acc
         return None if value is None else 100 * value
 
+    @property
+    def scheduled(self) -> int:
+        """The epochs its recipe planned (its history's length when the recipe does not say)."""
+        planned = self.attempt.recipe.get("epochs")
+        return int(planned) if isinstance(planned, int) and planned > 0 else len(self.train)
+
+    @property
+    def stopped_early(self) -> bool:
+        return len(self.train) < self.scheduled
+
     def sentence(self) -> str:
         """When, how long, and its best held-out epoch against the shipped figure."""
-        text = f"A later run of {len(self.train)} epochs ({self.attempt.date}) did not replace it"
+        n, date = len(self.train), self.attempt.date
+        text = (f"A later run ({date}), stopped early after {n} of its {self.scheduled} epochs, did not replace it"
+                if self.stopped_early else f"A later run of {n} epochs ({date}) did not replace it")
         best, chosen = self.best, self.attempt.val_acc
         if best is not None:  # the figure it was compared on: its best epoch as exported (after any BN re-estimation)
             figure = best[1] if chosen is None else 100 * chosen
@@ -120,9 +134,18 @@ class CurveReading:
             return "no held-out curve in its card"
         if self.goal_met:
             return "meets its goal"
-        if self.attempts:
-            return (f"a later {len(self.attempts[-1].train)}-epoch run did not beat it: more epochs of that recipe "
+        completed = [a for a in self.attempts if not a.stopped_early]
+        if completed:
+            return (f"a later {len(completed[-1].train)}-epoch run did not beat it: more epochs of that recipe "
                     "do not reach the goal")
+        own = self._own_verdict()
+        if self.attempts:
+            cut = self.attempts[-1]
+            return f"{own} (a later run stopped early, at epoch {len(cut.train)} of {cut.scheduled}, below it)"
+        return own
+
+    def _own_verdict(self) -> str:
+        """What the shipped run's curve alone says."""
         if not self.underfits:
             return (f"fits its training batches {self.fit_gap:.1f} points above held-out: the recipe, not the "
                     "budget")

@@ -225,8 +225,10 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
         f"run's last quarter beats the best before by {RISING_GAIN:g} points or more; under cosine and one-cycle "
         "schedules part of that late gain is the annealing, so rising says the run ended too soon, not that more "
         "epochs would reach the goal. A later run that did not beat the checkpoint on the held-out images (the card's "
-        "`attempts`) settles that question for its recipe: it is drawn dash-dotted after the shipped run and decides "
-        "the reading. The adversarially trained checkpoints have no accuracy goal and are not shown.",
+        "`attempts`) is drawn dash-dotted after the shipped run; if it ran its whole schedule it settles that "
+        "question for its recipe and decides the reading, and if it stopped early (before its learning rate decayed) "
+        "it does not, and the shipped run's own reading stands. The adversarially trained checkpoints have no "
+        "accuracy goal and are not shown.",
         "",
         "| model | clean accuracy (test) | goal | paper | last run | held-out: epoch 1 -> best (epoch) | train - "
         "held-out at the end | last quarter | reading |",
