@@ -1,17 +1,20 @@
 """CIFAR-10 onto a lent GPU machine, in the chunks its calls can carry.
 
-Each call to a lent machine sends the working tree, capped at 64 MiB with the tracked files counted (about 42 MB on
-2026-12-07: the shipped checkpoints and the queue's branch copies). The six CIFAR-10 files (28 MB each) therefore
-travel as one byte stream cut into chunks of the room the tree leaves, one chunk a call, into a folder outside the
-checkout that stays while the machine is warm; the last chunk's call assembles the files and checks their sha256.
+Each call to a lent machine sends the working tree, capped at 64 MiB with the tracked files counted (about 40 MB on
+2026-12-07: the shipped checkpoints and the queue's branch copies, growing by about 1 MB a finished protocol job).
+The six CIFAR-10 files' arrays therefore travel as one xz stream (a delta filter over neighbouring pixels, then
+LZMA2: about two thirds of the raw 184 MB, where the files' own deflate keeps 92%), cut into chunks of the room the
+tree leaves, one chunk a call, into a folder outside the checkout that stays while the machine is warm; the last
+chunk's call unpacks the stream, checks every array's sha256 and writes the npz files arbibench reads.
 
     here:   python benchmarks/gpu/stage_cifar10.py prepare 0     # chunk 0 into .gpu_data/; says how many there are
     there:  python3 benchmarks/gpu/stage_cifar10.py receive       # stores the carried chunk; exit 0 once all are in
     (one call per chunk with carry [".gpu_data"]; then benchmarks/gpu/train_zoo.sh in the same warm machine)
 
-The plan (chunk size, the files' sizes and digests) is made by the first ``prepare`` and kept outside the checkout,
-so every chunk of one staging cuts the same stream; ``prepare --new`` makes a new one (a grown tree needs smaller
-chunks; the chunks already sent belong to the old plan and are sent again).
+The plan (chunk size, the arrays' shapes and digests) and the compressed stream are made by the first ``prepare``
+(a few minutes of one core) and kept outside the checkout, so every chunk of one staging cuts the same stream;
+``prepare --new`` makes a new one (a grown tree needs smaller chunks; the chunks already sent belong to the old plan
+and are sent again).
 """
 
 from __future__ import annotations
@@ -19,17 +22,22 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 TRAVEL_LIMIT = 64 * 2**20  # what one call sends at most (the device tool's README)
 MARGIN = 2 * 2**20  # the queue may commit between calls: room for a few MB of new copies
 FILES = ("train_0.npz", "train_1.npz", "train_2.npz", "train_3.npz", "train_4.npz", "test.npz")
 CARRIED = Path(".gpu_data")  # in the checkout, ignored by git, named in the call's carry
 PLAN_DIR = Path(os.environ.get("ARBIBENCH_GPU_STAGE", "/tmp/arbibench-gpu-stage"))  # here, outside the checkout
+STREAM = "cifar10.xz"  # the compressed arrays, in PLAN_DIR
+PRESET = 6  # LZMA2's: 0.67 of the raw pixels with the delta filter, against 0.73 at preset 0 (2,000 training images)
 DATA = Path(os.environ.get("ARBIBENCH_GPU_DATA", Path.home() / "arbibench-data"))  # there, outside the checkout
 
 
@@ -45,16 +53,37 @@ def travelling_bytes(repo: Path) -> int:
     return total
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def _sha256(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _filters(preset: int) -> list[dict[str, int]]:
+    """Each byte minus the one three before it (the same channel of the pixel to the left, in NHWC), then LZMA2."""
+    return [{"id": lzma.FILTER_DELTA, "dist": 3}, {"id": lzma.FILTER_LZMA2, "preset": preset}]
+
+
+def pack(source: Path, stream: Path) -> list[dict[str, object]]:
+    """Write the arrays of :data:`FILES` (each file's ``x`` then ``y``) as one xz stream to ``stream`` (atomically);
+    returns per file what the receiver needs to cut them apart and check them."""
+    compressor = lzma.LZMACompressor(format=lzma.FORMAT_XZ, filters=_filters(PRESET))
+    entries: list[dict[str, object]] = []
+    part = stream.with_name(stream.name + ".part")
+    with open(part, "wb") as out:
+        for name in FILES:
+            with np.load(source / name, allow_pickle=False) as d:
+                x, y = np.ascontiguousarray(d["x"]), np.ascontiguousarray(d["y"])
+            entries.append({"name": name, "x_shape": list(x.shape), "x_dtype": x.dtype.str, "x_sha256": _sha256(x.data),
+                            "y_shape": list(y.shape), "y_dtype": y.dtype.str, "y_sha256": _sha256(y.data)})
+            out.write(compressor.compress(x.data))
+            out.write(compressor.compress(y.data))
+        out.write(compressor.flush())
+    part.replace(stream)
+    return entries
 
 
 def make_plan(source: Path, repo: Path, limit: int = TRAVEL_LIMIT) -> dict[str, object]:
-    """The staging plan: the files in stream order with size and sha256, and the chunk size the tree leaves room for."""
+    """The staging plan: the files' arrays with shape and sha256, the compressed stream (written to
+    ``PLAN_DIR``) and the chunk size the tree leaves room for."""
     missing = [name for name in FILES if not (source / name).is_file()]
     if missing:
         raise SystemExit(f"error: {source} lacks {', '.join(missing)}; pass --source the CIFAR-10 npz folder")
@@ -62,16 +91,21 @@ def make_plan(source: Path, repo: Path, limit: int = TRAVEL_LIMIT) -> dict[str, 
     if room < 1 << 20:
         raise SystemExit(f"error: the working tree leaves {max(room, 0) / 1e6:.1f} MB of the {limit / 2**20:.0f} MiB a "
                          "call carries; remove untracked files or large outputs before staging")
-    files = [{"name": n, "bytes": (source / n).stat().st_size, "sha256": _sha256(source / n)} for n in FILES]
-    total = sum(int(f["bytes"]) for f in files)
-    return {"files": files, "chunk_bytes": room, "chunks": -(-total // room)}
+    PLAN_DIR.mkdir(parents=True, exist_ok=True)
+    stream = PLAN_DIR / STREAM
+    files = pack(source, stream)
+    size = stream.stat().st_size
+    with open(stream, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return {"files": files, "stream_bytes": size, "stream_sha256": digest, "chunk_bytes": room,
+            "chunks": -(-size // room)}
 
 
 def prepare(index: int, source: Path, repo: Path, new: bool, limit: int = TRAVEL_LIMIT) -> dict[str, object]:
     """Put chunk ``index`` of the staging plan (made now if there is none, or with ``new``) and the plan into
     ``repo/.gpu_data``, alone; returns the plan."""
     plan_file = PLAN_DIR / "plan.json"
-    if new or not plan_file.is_file():
+    if new or not plan_file.is_file() or not (PLAN_DIR / STREAM).is_file():
         PLAN_DIR.mkdir(parents=True, exist_ok=True)
         plan_file.write_text(json.dumps(make_plan(source, repo, limit), indent=2) + "\n")
     plan = json.loads(plan_file.read_text())
@@ -79,15 +113,17 @@ def prepare(index: int, source: Path, repo: Path, new: bool, limit: int = TRAVEL
     if not 0 <= index < n:
         raise SystemExit(f"error: chunk {index} does not exist; the plan has chunks 0 to {n - 1}")
     exclude = repo / ".git" / "info" / "exclude"
-    if exclude.parent.is_dir() and "/.gpu_data/" not in exclude.read_text(errors="replace").split():
+    listed = exclude.read_text(errors="replace").split() if exclude.is_file() else []
+    if exclude.parent.is_dir() and "/.gpu_data/" not in listed:
         with open(exclude, "a") as f:
             f.write("/.gpu_data/\n")
     folder = repo / CARRIED
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
     (folder / "plan.json").write_text(json.dumps(plan, indent=2) + "\n")
-    with open(folder / f"chunk_{index:03d}", "wb") as out:
-        out.write(_read_stream(source, plan, index * size, size))
+    with open(PLAN_DIR / STREAM, "rb") as stream, open(folder / f"chunk_{index:03d}", "wb") as out:
+        stream.seek(index * size)
+        out.write(stream.read(size))
     sending = travelling_bytes(repo) + sum(p.stat().st_size for p in folder.iterdir())
     if sending > limit:
         raise SystemExit(f"error: the tree grew since the plan was made: this call would send {sending / 2**20:.1f} "
@@ -95,20 +131,6 @@ def prepare(index: int, source: Path, repo: Path, new: bool, limit: int = TRAVEL
     print(f"chunk {index} of 0-{n - 1} ({size / 1e6:.1f} MB each) in {folder}: a call with carry "
           f'[".gpu_data"] sends {sending / 2**20:.1f} MiB')
     return plan
-
-
-def _read_stream(source: Path, plan: dict[str, object], start: int, length: int) -> bytes:
-    """Bytes [start, start + length) of the files of ``plan`` laid end to end."""
-    out, offset = bytearray(), 0
-    for f in plan["files"]:  # type: ignore[attr-defined]
-        size = int(f["bytes"])
-        lo, hi = max(start, offset), min(start + length, offset + size)
-        if lo < hi:
-            with open(source / f["name"], "rb") as fh:
-                fh.seek(lo - offset)
-                out += fh.read(hi - lo)
-        offset += size
-    return bytes(out)
 
 
 def receive(repo: Path, data: Path = DATA) -> bool:
@@ -130,23 +152,29 @@ def receive(repo: Path, data: Path = DATA) -> bool:
     if missing:
         print(f"have {len(names) - len(missing)} of {len(names)} chunks; missing {', '.join(missing)}")
         return False
+    stream = b"".join((chunks / n).read_bytes() for n in names)
+    if len(stream) != int(plan["stream_bytes"]) or _sha256(stream) != plan["stream_sha256"]:
+        shutil.rmtree(chunks)
+        raise SystemExit("error: the assembled chunks do not match the plan's stream; stage again with prepare --new")
+    raw, offset = memoryview(lzma.decompress(stream, format=lzma.FORMAT_XZ)), 0
     target = data / "cifar10"
     target.mkdir(parents=True, exist_ok=True)
-    stream, left = iter(names), memoryview(b"")
     for f in plan["files"]:
-        with open(target / f["name"], "wb") as out:
-            need = int(f["bytes"])
-            while need:
-                if not left:
-                    left = memoryview((chunks / next(stream)).read_bytes())
-                taken = min(need, len(left))
-                out.write(left[:taken])
-                left, need = left[taken:], need - taken
-        if _sha256(target / f["name"]) != f["sha256"]:
-            (target / f["name"]).unlink()
-            raise SystemExit(f"error: {f['name']} does not match its sha256 after assembly; stage again with "
-                             "prepare --new")
-        print(f"have {f['name']} ({int(f['bytes']) / 1e6:.1f} MB, sha256 checked)")
+        arrays = {}
+        for key in ("x", "y"):
+            dtype, shape = np.dtype(f[f"{key}_dtype"]), tuple(f[f"{key}_shape"])
+            size = dtype.itemsize * int(np.prod(shape))
+            part = raw[offset : offset + size]
+            offset += size
+            if _sha256(part) != f[f"{key}_sha256"]:
+                raise SystemExit(f"error: {f['name']}'s {key} does not match its sha256 after unpacking; stage again "
+                                 "with prepare --new")
+            arrays[key] = np.frombuffer(part, dtype=dtype).reshape(shape)
+        written = target / f"{f['name']}.part"
+        with open(written, "wb") as out:  # np.savez names a path without .npz otherwise
+            np.savez(out, **arrays)
+        written.replace(target / f["name"])
+        print(f"have {f['name']} (x {tuple(arrays['x'].shape)}, sha256 of x and y checked)")
     return True
 
 
