@@ -8,7 +8,9 @@ cuDNN autotuning, compilation). Alone, each model runs in this process; side by 
     python benchmarks/train_epoch_device.py --device cuda --models resnet20_fp,resnet20_bnn --epochs 4 \
         --side-by-side --out docs/measurements/train_epoch_h100.json
 
-On the CPU, ``--train-examples 512 --epochs 2`` checks the script in a minute.
+On the CPU, ``--train-examples 512 --epochs 2`` checks the script in a minute. ``--synthetic`` times random images
+of CIFAR-10's shapes instead (a BNN's epoch costs the same on any pixels): a lent GPU machine measures while the real
+data is still on its way in chunks (``benchmarks/gpu/stage_cifar10.py``); its accuracies mean nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import numpy as np
 import torch
 
 from arbibench.machine import describe
@@ -39,6 +42,16 @@ def _recipe(name: str, epochs: int, train_examples: int | None) -> Any:
     if r.step1_epochs:
         r.step1_epochs = max(1, epochs // 2)
     return r
+
+
+def synthetic_cifar10(folder: Path, seed: int = 0) -> Path:
+    """Random uint8 images and labels in CIFAR-10's files and shapes under ``folder/cifar10``; returns ``folder``."""
+    rng = np.random.default_rng(seed)
+    (folder / "cifar10").mkdir(parents=True, exist_ok=True)
+    for name in [f"train_{i}" for i in range(5)] + ["test"]:
+        np.savez(folder / "cifar10" / f"{name}.npz", x=rng.integers(0, 256, (10_000, 32, 32, 3), dtype=np.uint8),
+                 y=rng.integers(0, 10, 10_000, dtype=np.int64))
+    return folder
 
 
 def _steady(epoch_seconds: list[dict[str, Any]]) -> float:
@@ -93,16 +106,23 @@ def main() -> None:
     p.add_argument("--autocast", default=None)
     p.add_argument("--side-by-side", action="store_true", help="also run all models at once with train --models")
     p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--synthetic", action="store_true",
+                   help="time random images of CIFAR-10's shapes (timings only: the accuracies mean nothing)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
+    if args.synthetic and args.data_dir is not None:
+        raise SystemExit("--synthetic makes its own images: drop --data-dir")
     names = [n for n in args.models.split(",") if n]
     work = Path(tempfile.mkdtemp(prefix="arbibench-epochs-"))
     try:
+        if args.synthetic:
+            args.data_dir = synthetic_cifar10(work / "data")
         result: dict[str, Any] = {
             "machine": describe(torch.get_num_threads()),
             "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
             "torch": torch.__version__, "epochs": args.epochs, "train_examples": args.train_examples or 45_000,
             "compile": args.compile_mode if args.compile else None, "autocast": args.autocast,
+            "images": "synthetic (random pixels and labels)" if args.synthetic else "CIFAR-10",
             "alone": alone(names, args, work),
         }
         if args.side_by_side:

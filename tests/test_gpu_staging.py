@@ -74,3 +74,19 @@ def test_a_tree_with_no_room_is_refused_by_name(repo, tmp_path, data_dir, monkey
     monkeypatch.setattr(stage, "PLAN_DIR", tmp_path / "plan")
     with pytest.raises(SystemExit, match="leaves 0.0 MB"):
         stage.prepare(0, Path(data_dir) / "cifar10", repo, new=True, limit=3_500_000)
+
+
+def test_the_epoch_benchmark_can_time_synthetic_images_while_the_data_travels(tmp_path):
+    spec = importlib.util.spec_from_file_location("train_epoch_device", ROOT / "benchmarks" / "train_epoch_device.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from arbibench.data.cifar10 import read_cifar10_arrays
+
+    folder = bench.synthetic_cifar10(tmp_path / "data")
+    for split, n in (("train", 50_000), ("test", 10_000)):
+        x, y = read_cifar10_arrays(split, folder)  # the reader the training loop uses takes them as CIFAR-10
+        assert x.shape == (n, 3, 32, 32) and x.dtype == np.uint8 and y.shape == (n,)
+        assert 0 <= y.min() and y.max() <= 9 and x.std() > 60  # random: about 74 for uniform bytes
+    again = bench.synthetic_cifar10(tmp_path / "again")
+    assert np.array_equal(read_cifar10_arrays("test", again)[0], read_cifar10_arrays("test", folder)[0])
