@@ -464,7 +464,7 @@ class CorruptionCard(CardIdentity):
     flags: dict[str, str] = _field("map", of="text", factory=dict)
     data_indices_hash: dict[str, str] = _field("map", of="text", factory=dict)
     n_examples: dict[str, int] = _field("map", of="integer", factory=dict)
-    seconds: float | None = _field("number", lo=0.0, omit_none=True)
+    seconds: float | None = _field("number", lo=0.0, omit_none=True)  # the cells' compute time, as their store holds it
 
     @property
     def regenerated(self) -> bool:
