@@ -465,6 +465,7 @@ class CorruptionCard(CardIdentity):
     data_indices_hash: dict[str, str] = _field("map", of="text", factory=dict)
     n_examples: dict[str, int] = _field("map", of="integer", factory=dict)
     seconds: float | None = _field("number", lo=0.0, omit_none=True)  # the cells' compute time, as their store holds it
+    machine: str | None = _field("text", omit_none=True)  # what computed the cells: the seconds' clock, as ModelCard's
 
     @property
     def regenerated(self) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from arbibench.cli import app
@@ -20,6 +21,7 @@ from arbibench.evaluation.store import ResultStore
 from arbibench.leaderboard import build_site
 from arbibench.leaderboard.cards import CardError
 from arbibench.leaderboard.corruptions import load_corruption_cards, parse_corruption_card
+from arbibench.machine import computed_on
 from arbibench.protocol import CorruptionProtocol, describe, get_protocol
 from arbibench.protocol.cards import corruption_card, write_corruption_card
 from arbibench.protocol.corruptions import run_corruption_protocol
@@ -75,7 +77,7 @@ def test_run_resume_and_cards(root: Path, protocol: CorruptionProtocol, tmp_path
             keys = [k for k, in db.conn.execute("SELECT eval_key FROM evaluations WHERE model_name = ?",
                                                 (r.model_name,))]
             assert len(keys) == 1 + 4 and r.seconds == pytest.approx(sum(db.batch_seconds(k) for k in keys))
-            assert r.seconds > 0
+            assert r.seconds > 0 and r.machine == computed_on(torch.device("cpu"))  # the seconds' clock
         read_back = run_corruption_protocol(protocol, ["resnet20_bnn"], db, data_dir=root, progress=False)
         assert [r.seconds for r in read_back] == [r.seconds for r in again]
     fp, bnn = results
@@ -93,6 +95,7 @@ def test_run_resume_and_cards(root: Path, protocol: CorruptionProtocol, tmp_path
     assert path == info / "cifar10" / "corruptions" / "resnet20_bnn.json"
     card = json.loads(path.read_text())
     assert card["corruptions_acc"] == round(100 * bnn.mca.value, 2) and card["threat_model"] == "corruptions"
+    assert card["seconds"] == round(bnn.seconds, 1) and card["machine"] == bnn.machine
     assert card["corruptions_regenerated"] is True and "regenerated" in card["footnote"]
     cells = "".join(f"{c} {s} {hashlib.sha256(read_cell(c, s, root, N)[0].tobytes()).hexdigest()}\n"
                     for c in sorted(SMALL) for s in (1, 5))

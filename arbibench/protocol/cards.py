@@ -156,6 +156,7 @@ def corruption_card(result: CorruptionEvaluation) -> CorruptionCard:
         data_indices_hash={ALL: result.indices_hash},
         n_examples={"per_cell": result.n_examples},
         seconds=round(result.seconds, 1),
+        machine=result.machine,
     )
 
 

@@ -29,7 +29,7 @@ from arbibench.evaluation.corruption_metrics import Estimate, mean_corruption_ac
 from arbibench.evaluation.inputs import check_model
 from arbibench.evaluation.runner import make_progress
 from arbibench.evaluation.store import ResultStore, hash_indices, hash_model
-from arbibench.machine import computed_on
+from arbibench.machine import computed_on, provenance
 from arbibench.models.zoo import ZOO, fp_twin_name, get_entry, load_model
 from arbibench.protocol.presets import CorruptionProtocol
 
@@ -104,6 +104,7 @@ class CorruptionEvaluation:
     relative_clean: Estimate
     indices_hash: str
     seconds: float  # compute time as stored batch by batch: a rerun that only reads back keeps the first run's
+    machine: str | None = None  # what computed the batches (arbibench.machine.provenance), whose clock the seconds are
     fp_twin: str | None = None
     data_sha256: str | None = None  # CorruptionData.digest of the cells measured
     relative_fp: Estimate | None = None
@@ -133,9 +134,9 @@ def evaluate_cell(
     batch_size: int,
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, str]:
     """Predictions on one cell (uint8 NHWC ``images``), batch by batch through the store: bool [n] correct, and the
-    seconds its batches took to compute, whenever they were computed."""
+    cell's store key (its batches' compute seconds and machine, whenever they were computed)."""
     key = store.register(model_hash, model_name, label, spec)
     done = store.done_batches(key)
     n = len(images)
@@ -159,7 +160,7 @@ def evaluate_cell(
     if len(out.sample_index) != n or not np.array_equal(out.sample_index, data.indices):
         raise RuntimeError(f"the store {store.path} holds {len(out.sample_index)} outcomes for {model_name} {label}, "
                            f"expected {n}: it was modified by hand or by another version; use a fresh --store")
-    return out.clean_correct, store.batch_seconds(key)
+    return out.clean_correct, key
 
 
 def run_corruption_model(
@@ -191,16 +192,18 @@ def run_corruption_model(
 
         clean_spec = {**base, "dataset": protocol.dataset, "attack": CLEAN,
                       "data_sha256": hashlib.sha256(data.clean.tobytes()).hexdigest()}
-        clean, seconds = evaluate_cell(model, model_hash, model_name, store, data.clean, data, clean_spec, CLEAN,
-                                       batch_size=protocol.batch_size, device=dev, on_batch=advance)
+        clean, clean_key = evaluate_cell(model, model_hash, model_name, store, data.clean, data, clean_spec, CLEAN,
+                                         batch_size=protocol.batch_size, device=dev, on_batch=advance)
+        keys = [clean_key]
         for i, c in enumerate(protocol.corruptions):
             for j, s in enumerate(protocol.severities):
                 spec = {**base, "dataset": "cifar10-c", "corruption": c, "severity": s, "source": data.source,
                         "data_sha256": data.cell_sha256[(c, s)]}
-                correct[i, j], cell_seconds = evaluate_cell(model, model_hash, model_name, store, data.cell(c, s),
-                                                            data, spec, f"{c}@{s}", batch_size=protocol.batch_size,
-                                                            device=dev, on_batch=advance)
-                seconds += cell_seconds
+                correct[i, j], key = evaluate_cell(model, model_hash, model_name, store, data.cell(c, s), data,
+                                                   spec, f"{c}@{s}", batch_size=protocol.batch_size, device=dev,
+                                                   on_batch=advance)
+                keys.append(key)
+    by_machine = store.machine_seconds(keys)
     summary = mean_corruption_accuracy(correct, clean, n_boot=protocol.n_bootstrap, seed=protocol.bootstrap_seed)
     return CorruptionEvaluation(
         model_name=model_name,
@@ -216,7 +219,8 @@ def run_corruption_model(
         mca=summary["mca"],
         relative_clean=summary["relative_clean"],
         indices_hash=hash_indices(data.indices),
-        seconds=seconds,
+        seconds=sum(by_machine.values()),
+        machine=provenance(by_machine) or computed_on(dev),
         flags=flags,
         correct=correct,
         checkpoint_sha256=checkpoint_sha256,
