@@ -68,6 +68,10 @@ def test_every_chunk_fits_a_call_and_the_arrays_arrive_whole(repo, tmp_path, dat
     with pytest.raises(SystemExit, match="do not match the plan's stream"):
         stage.receive(repo, there)
     assert not (there / "chunks").exists()
+    # a new plan for a grown tree cuts the same stream smaller, at once: nothing is compressed again
+    monkeypatch.setattr(stage, "pack", lambda *a: pytest.fail("compressed again"))
+    smaller = stage.prepare(0, source, repo, new=True, limit=limit - room // 2)
+    assert smaller["stream_sha256"] == plan["stream_sha256"] and smaller["chunks"] > plan["chunks"]
 
 
 def test_a_tree_with_no_room_is_refused_by_name(repo, tmp_path, data_dir, monkeypatch):

@@ -13,8 +13,8 @@ chunk's call unpacks the stream, checks every array's sha256 and writes the npz 
 
 The plan (chunk size, the arrays' shapes and digests) and the compressed stream are made by the first ``prepare``
 (a few minutes of one core) and kept outside the checkout, so every chunk of one staging cuts the same stream;
-``prepare --new`` makes a new one (a grown tree needs smaller chunks; the chunks already sent belong to the old plan
-and are sent again).
+``prepare --new`` makes a new plan on the same stream, in a second (a grown tree needs smaller chunks; the chunks
+already sent belong to the old plan and are sent again).
 """
 
 from __future__ import annotations
@@ -91,14 +91,30 @@ def make_plan(source: Path, repo: Path, limit: int = TRAVEL_LIMIT) -> dict[str, 
     if room < 1 << 20:
         raise SystemExit(f"error: the working tree leaves {max(room, 0) / 1e6:.1f} MB of the {limit / 2**20:.0f} MiB a "
                          "call carries; remove untracked files or large outputs before staging")
+    stream = compressed(source)
+    size = stream["stream_bytes"]
+    assert isinstance(size, int)
+    return {**stream, "chunk_bytes": room, "chunks": -(-size // room)}
+
+
+def compressed(source: Path) -> dict[str, object]:
+    """The compressed stream of ``source``'s files in ``PLAN_DIR`` and what the receiver needs of it: packed now, or
+    the one packed before from the same files at the same preset (``prepare --new`` after the tree grew must not
+    keep a warm machine waiting minutes for the same bytes)."""
     PLAN_DIR.mkdir(parents=True, exist_ok=True)
-    stream = PLAN_DIR / STREAM
+    stream, record = PLAN_DIR / STREAM, PLAN_DIR / "stream.json"
+    origin = {"preset": PRESET, "files": {n: [(source / n).stat().st_size, (source / n).stat().st_mtime_ns]
+                                          for n in FILES}}
+    if record.is_file() and stream.is_file():
+        kept = json.loads(record.read_text())
+        if kept["origin"] == origin and kept["stream_bytes"] == stream.stat().st_size:
+            return {k: kept[k] for k in ("files", "stream_bytes", "stream_sha256")}
     files = pack(source, stream)
-    size = stream.stat().st_size
     with open(stream, "rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()
-    return {"files": files, "stream_bytes": size, "stream_sha256": digest, "chunk_bytes": room,
-            "chunks": -(-size // room)}
+    described = {"files": files, "stream_bytes": stream.stat().st_size, "stream_sha256": digest}
+    record.write_text(json.dumps({"origin": origin, **described}, indent=2) + "\n")
+    return described
 
 
 def prepare(index: int, source: Path, repo: Path, new: bool, limit: int = TRAVEL_LIMIT) -> dict[str, object]:
