@@ -12,8 +12,15 @@ from typer.testing import CliRunner
 
 from arbibench.cards import PIN_FILE, CheckpointCard, PreviousVersion, TrainingAttempt
 from arbibench.cli import app
-from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, curves_figure, read_curve
-from arbibench.models.markdown import curves_markdown, shipped_cards, shipped_curves, zoo_readme_markdown
+from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, curves_figure, read_curve, training_line
+from arbibench.models.markdown import (
+    curves_markdown,
+    paper_budget,
+    shipped_cards,
+    shipped_curves,
+    zoo_readme_markdown,
+)
+from arbibench.train.paper_recipes import PAPER_RECIPES, paper_epochs
 
 runner = CliRunner()
 
@@ -84,6 +91,76 @@ def test_a_continued_run_draws_the_run_it_continued(tmp_path):
     assert reading.previous[1] == pytest.approx((52.0, 61.0))
     from_scratch = dataclasses.replace(continued, recipe={**card.recipe, "init_from": None})
     assert read_curve(from_scratch).previous is None  # type: ignore[union-attr]  # not its continuation
+
+
+def test_the_training_line_follows_continuations_back_to_their_first_run():
+    """A continuation starts from the version shipped before it: the card's init_sha256 names it, and an earlier
+    continuation's predecessor is the version before it. Each run counts up to the epoch it shipped."""
+    card = _standard_cards()["resnet20_irnet"]
+    first = PreviousVersion(sha256="1" * 64, clean_acc=0.69, recipe={"epochs": 12, "init_from": "resnet20_fp"})
+    picked = [0.70, 0.74, 0.73]  # a held-out run that shipped its second epoch
+    second = PreviousVersion(sha256="2" * 64, clean_acc=0.74,
+                             recipe={"epochs": 3, "init_from": card.name, "val_examples": 5000},
+                             history=_history([0.7, 0.72, 0.74], picked))
+    unrelated = PreviousVersion(sha256="3" * 64, clean_acc=0.6, recipe={"epochs": 99, "init_from": "resnet20_fp"})
+    chained = dataclasses.replace(card, previous_versions=(unrelated, first, second), init_sha256="2" * 64,
+                                  recipe={**card.recipe, "init_from": card.name},
+                                  validation={**(card.validation or {}), "best_epoch": 20})
+    line = training_line(chained)
+    assert line.epochs == (12, 2, 20) and line.total == 34 and line.complete and line.start == "resnet20_fp"
+    assert line.words() == "34 epochs in 3 runs (12 + 2 + 20) from `resnet20_fp`"
+    # weights whose predecessor the card does not hold: the count is a lower bound and says so
+    lost = training_line(dataclasses.replace(chained, init_sha256="4" * 64))
+    assert lost.epochs == (20,) and not lost.complete and lost.words().startswith("at least 20 epochs")
+    # a run from scratch is its own line
+    scratch = training_line(dataclasses.replace(chained, recipe={**card.recipe, "init_from": None}))
+    assert scratch.epochs == (20,) and scratch.words() == "20 epochs from scratch"
+
+
+def test_every_shipped_line_is_whole_and_ends_at_the_shipped_epoch():
+    for name, card in _standard_cards().items():
+        line = training_line(card)
+        assert line.complete, name  # every continuation's predecessor is in the card
+        assert line.epochs[-1] == (card.validation or {}).get("best_epoch", len(card.history)), name
+        continued = card.recipe.get("init_from") == name
+        assert (len(line.epochs) > 1) == continued, name
+        assert line.start != name, name  # the line ends at a run that did not continue the model itself
+
+
+def test_an_undertrained_reading_says_how_far_from_its_paper_s_budget():
+    card = _standard_cards()["resnet20_irnet"]
+    rising = [0.60, 0.65, 0.70, 0.72, 0.74, 0.75, 0.76, 0.78]
+    base = dataclasses.replace(card, history=_history(rising, rising), clean_acc=0.78, validation=None,
+                               recipe={**card.recipe, "init_from": None})
+    reading = read_curve(base, paper_epochs=400)
+    assert reading is not None
+    assert reading.verdict() == ("underfits and still rising at its end: undertrained (8 epochs in all, its "
+                                 "paper's recipe 400)")
+    assert reading.budget_sentence() == ("The shipped weights were trained 8 epochs from scratch; its paper's recipe "
+                                         "runs 400 (2% of it).")
+    assert read_curve(base).verdict() == "underfits and still rising at its end: undertrained"  # type: ignore[union-attr]
+    cut = dataclasses.replace(_attempt(base), recipe={**base.recipe, "epochs": 10, "init_from": base.name})
+    both = read_curve(dataclasses.replace(base, attempts=(cut,)), paper_epochs=400)
+    assert both is not None and both.verdict().endswith(
+        "(8 epochs in all, its paper's recipe 400; a later run stopped early, at epoch 4 of 10, below it)")
+    flat = [0.70, 0.75, 0.78, 0.78, 0.78, 0.78, 0.779, 0.779]  # the budget is the explanation of "undertrained" only
+    assert "400" not in read_curve(dataclasses.replace(base, history=_history(flat, flat)), 400).verdict()  # type: ignore[union-attr]
+
+
+def test_the_paper_budgets_are_the_paper_recipes_epochs():
+    budgets = paper_epochs()
+    assert set(budgets) == set(PAPER_RECIPES) and budgets["irnet"] == 400 and budgets["reactnet"] == 256
+    assert all(budgets[m] == r.settings["epochs"] for m, r in PAPER_RECIPES.items())
+    curves = shipped_curves(paper_epochs=budgets)
+    page = curves_markdown(curves)
+    for name, (card, reading) in curves.items():
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
+        assert f"| {reading.line.total} ({budgets[card.method]}) |" in row, name  # type: ignore[union-attr]
+        section = page.split(f"### `{name}`", 1)[1].split("### ", 1)[0]
+        assert f"its paper's recipe runs {budgets[card.method]}" in section, name
+    # an ImageNet card is never read against a CIFAR-10 recipe
+    imagenet = dataclasses.replace(next(iter(_standard_cards().values())), dataset="imagenet")
+    assert paper_budget(imagenet, budgets) is None
 
 
 def _attempt(card: CheckpointCard, compared_with: str | None = None) -> TrainingAttempt:
@@ -177,8 +254,9 @@ def test_zoo_curves_writes_the_page_and_its_figure(tmp_path):
             assert not row, name
             continue
         assert len(row) == 1 and f"{100 * card.clean_acc:.2f}%" in row[0], name
-        reading = read_curve(standard[name])
+        reading = read_curve(standard[name], paper_epochs()[card.method])  # the command reads the paper's budget
         assert reading is not None and reading.verdict() in row[0]
+        assert f"| {reading.line.total} ({paper_epochs()[card.method]}) |" in row[0]  # type: ignore[union-attr]
         if reading.fit_gap is not None:
             assert f"| {reading.fit_gap:+.1f} |" in row[0]
         assert f"### `{name}`" in page
@@ -201,8 +279,8 @@ def test_zoo_curves_without_any_history_is_one_clear_error(tmp_path):
 
 
 def test_readme_zoo_table_links_each_reading_to_the_page():
-    table = zoo_readme_markdown()
-    curves = shipped_curves()
+    table = zoo_readme_markdown(paper_epochs=paper_epochs())
+    curves = shipped_curves(paper_epochs=paper_epochs())
     assert curves
     for name, (_, reading) in curves.items():
         assert f"[{reading.verdict()}](docs/learning-curves.md#{name})" in table
@@ -222,7 +300,7 @@ def test_the_committed_page_is_the_generated_one():
     """docs/learning-curves.md follows the shipped cards: the queue regenerates it (`arbibench zoo curves`) in the
     job after each export, and a hand edit or a forgotten run fails here."""
     page = Path(__file__).resolve().parents[1] / "docs" / "learning-curves.md"
-    assert page.read_text() == curves_markdown(shipped_curves(), figure="learning-curves.png"), (
-        "run `arbibench zoo curves`")
+    assert page.read_text() == curves_markdown(shipped_curves(paper_epochs=paper_epochs()),
+                                               figure="learning-curves.png"), "run `arbibench zoo curves`"
     for name in shipped_curves():
         assert f"### `{name}`" in page.read_text()  # the anchor README's link names exists

@@ -127,10 +127,11 @@ def test_readme_zoo_table_is_the_generated_one() -> None:
     """README's short zoo table (accuracy, goal, last training run, machine) is what the checkpoint cards give now."""
     from arbibench.leaderboard.markdown import ZOO_BEGIN, ZOO_END, with_block
     from arbibench.models.markdown import zoo_readme_markdown
+    from arbibench.train.paper_recipes import paper_epochs
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.count(ZOO_BEGIN) == readme.count(ZOO_END) == 1, "README lost its zoo table markers"
-    assert with_block(readme, ZOO_BEGIN, ZOO_END, zoo_readme_markdown()) == readme, (
+    assert with_block(readme, ZOO_BEGIN, ZOO_END, zoo_readme_markdown(paper_epochs=paper_epochs())) == readme, (
         "README's zoo table differs from the checkpoint cards; regenerate it: arbibench leaderboard markdown "
         "--out LEADERBOARD.md --readme README.md")
     block = readme.split(ZOO_BEGIN)[1].split(ZOO_END)[0]

@@ -34,6 +34,7 @@ from arbibench.leaderboard.markdown import (
 from arbibench.leaderboard.ranking import build_boards
 from arbibench.models.markdown import shipped_cards, zoo_markdown, zoo_readme_markdown
 from arbibench.terminal import FILE_METAVAR, USER_ERRORS, console, fail, output_file
+from arbibench.train.paper_recipes import paper_epochs
 
 leaderboard_app = typer.Typer(
     help="The leaderboard site and markdown: build them from model cards, serve the site locally.",
@@ -142,7 +143,7 @@ def markdown(
         paragraph = None if findings is None else _findings_paragraph(findings, readme)
         if readme is not None:
             readme_text = with_block(with_top_rows(readme.read_text(encoding="utf-8"), boards), ZOO_BEGIN, ZOO_END,
-                                     zoo_readme_markdown())
+                                     zoo_readme_markdown(paper_epochs=paper_epochs()))
             readme_text = with_block(readme_text, DEPLOY_BEGIN, DEPLOY_END,
                                      deploy_summary_markdown(load_deploy_cards(model_info), shipped_sha256()))
             if paragraph is not None:

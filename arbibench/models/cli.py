@@ -12,8 +12,9 @@ from rich.table import Table
 
 from arbibench.evaluation.cli import check_outputs
 from arbibench.files import atomic_write_text
-from arbibench.models.markdown import goal_status, paper_status, write_curves, zoo_markdown
+from arbibench.models.markdown import epochs_in_all, goal_status, paper_status, write_curves, zoo_markdown
 from arbibench.terminal import FILE_METAVAR, USER_ERRORS, console, fail, output_file
+from arbibench.train.paper_recipes import paper_epochs
 
 if TYPE_CHECKING:
     from arbibench.cards import CardIdentity, DeployCheckCard, GridCheckCard
@@ -163,17 +164,18 @@ def zoo_curves(
     underfits or not, still rising or flat, so a miss of the accuracy goal reads as the budget or the recipe."""
     check_outputs(("--out", out), ("--out", out.with_suffix(".png")))
     try:
-        curves = write_curves(out, model_dir)
+        curves = write_curves(out, model_dir, paper_epochs())
     except USER_ERRORS as e:
         fail(e)
     table = Table(title="learning curves of the shipped checkpoints")
-    for column in ("model", "epochs", "best held-out", "train - held-out", "last quarter", "reading"):
+    for column in ("model", "epochs", "in all (paper)", "best held-out", "train - held-out", "last quarter",
+                   "reading"):
         table.add_column(column)
     for name, (_, r) in curves.items():
         best = "-" if r.val is None else f"{max(r.val):.1f}% (epoch {r.best_epoch})"
         gap = "-" if r.fit_gap is None else f"{r.fit_gap:+.1f}"
         late = "-" if r.late_gain is None else f"{r.late_gain:+.1f}"
-        table.add_row(name, str(len(r.epochs)), best, gap, late, r.verdict())
+        table.add_row(name, str(len(r.epochs)), epochs_in_all(r), best, gap, late, r.verdict())
     console.print(table)
     console.print(f"wrote {out} and {out.with_suffix('.png')}")
 

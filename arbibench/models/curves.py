@@ -16,6 +16,11 @@ batches, held-out accuracy on the 5,000 training images the run never trained on
   shipped run's own curve suggested. A run stopped early (patience, mid-schedule) never reached the low learning
   rates where these runs gain most, so it does not answer it: the shipped run's own reading stands, with a mention.
 
+"Undertrained" is only half an explanation until it says by how much: :func:`training_line` follows the shipped
+weights back through the card's earlier versions (a continuation starts from the version shipped before it) and
+counts the epochs every run in that line gave them, which the reading sets beside its paper recipe's epochs where the
+caller passes them (``paper_epochs``; the recipes live in :mod:`arbibench.train.paper_recipes`, above this layer).
+
 :func:`read_curve` reads one card and :func:`curves_figure` draws the readings; :mod:`arbibench.models.markdown`
 renders them as ``docs/learning-curves.md`` (``arbibench zoo curves``). Cards only, no torch.
 """
@@ -24,9 +29,10 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arbibench.cards import CheckpointCard, TrainingAttempt
+from arbibench.cards import CheckpointCard, PreviousVersion, TrainingAttempt
 from arbibench.models.published import published_figure
 
 if TYPE_CHECKING:
@@ -39,6 +45,70 @@ _STYLE: dict[RcKeyType, Any] = {
     "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "axes.spines.top": False,
     "axes.spines.right": False, "axes.grid": True, "grid.color": "#e3e6ea", "grid.linewidth": 0.6,
 }
+
+
+@dataclass(frozen=True)
+class TrainingLine:
+    """The training runs the shipped weights descend from, oldest first: the epochs each gave them (up to the epoch
+    it shipped), what the first started from, and whether the card holds the whole line."""
+
+    epochs: tuple[int, ...]
+    start: str | None  # the first run's init_from: the FP twin, a weights file; None: from scratch (or incomplete)
+    complete: bool  # False where a continuation's predecessor is not among the card's earlier versions
+
+    @property
+    def total(self) -> int:
+        return sum(self.epochs)
+
+    def words(self) -> str:
+        """"82 epochs in 3 runs (12 + 30 + 40) from `resnet20_fp`"; "at least" where the line is incomplete."""
+        text = f"{'at least ' if not self.complete else ''}{self.total} epochs"
+        if len(self.epochs) > 1:
+            text += f" in {len(self.epochs)} runs ({' + '.join(map(str, self.epochs))})"
+        if not self.complete:
+            return text + " (an earlier run of the line is not in the card)"
+        if self.start is None:
+            return text + " from scratch"
+        start = self.start
+        return text + f" from `{Path(start).parent.name if start.endswith('.safetensors') else start}`"
+
+
+def _shipped_epochs(recipe: dict[str, Any] | None, history: tuple[dict[str, Any], ...] | None,
+                    validation: dict[str, Any] | None = None) -> int:
+    """The epochs one run gave the weights it shipped: up to its picked epoch under held-out selection, else all it
+    ran (its history), else its recipe's."""
+    if validation and validation.get("best_epoch"):
+        return int(validation["best_epoch"])
+    if history:
+        vals = [h.get("val_acc") for h in history]
+        if (recipe or {}).get("val_examples") and all(v is not None for v in vals):
+            return int(history[max(range(len(vals)), key=lambda i: (vals[i], -i))]["epoch"])
+        return len(history)
+    return int((recipe or {}).get("epochs") or 0)
+
+
+def training_line(card: CheckpointCard) -> TrainingLine:
+    """Follow ``card``'s weights back to the run that did not continue a version of the same model.
+
+    A continuation (``recipe.init_from`` is the model's own name) starts from the version shipped just before it:
+    the one whose sha256 the card's ``init_sha256`` names, and for an earlier version (whose record keeps no
+    ``init_sha256``) the one before it in ``previous_versions``, the order in which they shipped."""
+    epochs = [_shipped_epochs(card.recipe, card.history, card.validation)]
+    init_from = card.recipe.get("init_from")
+    versions: tuple[PreviousVersion, ...] = card.previous_versions
+    index = next((i for i, v in enumerate(versions) if v.sha256 == card.init_sha256), None)
+    if card.init_sha256 is None and versions:
+        index = len(versions) - 1
+    complete = True
+    while init_from == card.name:
+        if index is None or index < 0:
+            complete = False
+            break
+        version = versions[index]
+        epochs.append(_shipped_epochs(version.recipe, version.history))
+        init_from = (version.recipe or {}).get("init_from")
+        index -= 1
+    return TrainingLine(tuple(reversed(epochs)), init_from if complete else None, complete)
 
 
 @dataclass(frozen=True)
@@ -100,6 +170,8 @@ class CurveReading:
     goal: float | None = None  # the zoo's goal for the model, in percent
     previous: tuple[tuple[float, ...], tuple[float, ...] | None] | None = None  # (train, val) of the run it continued
     attempts: tuple[AttemptCurve, ...] = ()  # later runs that did not replace it, oldest first
+    line: TrainingLine | None = None  # every run behind the shipped weights (:func:`training_line`)
+    paper_epochs: int | None = None  # the epochs of its paper's recipe, where the caller knows them
 
     @property
     def fit_gap(self) -> float | None:
@@ -138,20 +210,39 @@ class CurveReading:
         if completed:
             return (f"a later {len(completed[-1].train)}-epoch run did not beat it: more epochs of that recipe "
                     "do not reach the goal")
-        own = self._own_verdict()
+        own, notes = self._own_verdict()
         if self.attempts:
             cut = self.attempts[-1]
-            return f"{own} (a later run stopped early, at epoch {len(cut.train)} of {cut.scheduled}, below it)"
-        return own
+            notes.append(f"a later run stopped early, at epoch {len(cut.train)} of {cut.scheduled}, below it")
+        return own + (f" ({'; '.join(notes)})" if notes else "")
 
-    def _own_verdict(self) -> str:
-        """What the shipped run's curve alone says."""
+    def _own_verdict(self) -> tuple[str, list[str]]:
+        """What the shipped run's curve alone says, and the notes that go with it (an undertrained model's budget
+        against its paper's)."""
         if not self.underfits:
             return (f"fits its training batches {self.fit_gap:.1f} points above held-out: the recipe, not the "
-                    "budget")
+                    "budget"), []
         if self.rising:
-            return "underfits and still rising at its end: undertrained"
-        return "underfits but flat at the end: the schedule or the method's pieces"
+            return "underfits and still rising at its end: undertrained", self._budget()
+        return "underfits but flat at the end: the schedule or the method's pieces", []
+
+    def _budget(self) -> list[str]:
+        """["82 epochs in all, its paper's recipe 400"]: how far short of its paper's budget the weights were
+        trained; empty where either figure is unknown."""
+        if self.line is None or self.paper_epochs is None:
+            return []
+        total = f"{'at least ' if not self.line.complete else ''}{self.line.total}"
+        return [f"{total} epochs in all, its paper's recipe {self.paper_epochs}"]
+
+    def budget_sentence(self) -> str | None:
+        """The training line in a sentence, with its paper recipe's epochs where known."""
+        if self.line is None:
+            return None
+        text = f"The shipped weights were trained {self.line.words()}"
+        if self.paper_epochs is not None:
+            share = self.line.total / self.paper_epochs
+            text += f"; its paper's recipe runs {self.paper_epochs} ({share:.0%} of it)"
+        return text + "."
 
     def sentence(self) -> str:
         """The reading with its numbers, as ``docs/learning-curves.md`` states it."""
@@ -180,8 +271,9 @@ def _history_series(history: tuple[dict[str, Any], ...] | list[dict[str, Any]]
     return epochs, train, val
 
 
-def read_curve(card: CheckpointCard) -> CurveReading | None:
-    """The reading of ``card``'s training history; None for a card without one (e.g. an imported checkpoint)."""
+def read_curve(card: CheckpointCard, paper_epochs: int | None = None) -> CurveReading | None:
+    """The reading of ``card``'s training history; None for a card without one (e.g. an imported checkpoint).
+    ``paper_epochs``: the epochs of the model's paper recipe, which the reading compares with its training line."""
     if not card.history:
         return None
     epochs, train, val = _history_series(card.history)
@@ -202,7 +294,7 @@ def read_curve(card: CheckpointCard) -> CurveReading | None:
             attempts.append(AttemptCurve(attempt, a_train, a_val))
     return CurveReading(name=card.name, epochs=epochs, train=train, val=val, best_epoch=best, goal_met=goal_met,
                         goal=None if goal_met is None or figure is None else 100 * figure.goal, previous=previous,
-                        attempts=tuple(attempts))
+                        attempts=tuple(attempts), line=training_line(card), paper_epochs=paper_epochs)
 
 
 def curves_figure(curves: dict[str, CurveReading]) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -169,13 +170,19 @@ def training_time(card: CheckpointCard) -> str:
     return f"{card.train_time_s / 60:.0f} min" if card.train_time_s is not None else "-"
 
 
+def paper_budget(card: CheckpointCard, paper_epochs: Mapping[str, int] | None) -> int | None:
+    """The epochs of ``card``'s paper recipe (``paper_epochs``: CIFAR-10 recipes by method), None where unknown."""
+    return None if paper_epochs is None or card.dataset != "cifar10" else paper_epochs.get(card.method)
+
+
 CURVES_PAGE = "docs/learning-curves.md"  # ``arbibench zoo curves --out``'s default, linked from README
 
 
-def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10") -> str:
+def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10",
+                        paper_epochs: Mapping[str, int] | None = None) -> str:
     """README's short zoo table: each shipped model's accuracy, goal, its last training run, what its learning curve
-    says (:mod:`arbibench.models.curves`) and the machine it ran on (LEADERBOARD.md's zoo table has the full
-    recipes)."""
+    says (:mod:`arbibench.models.curves`; against the epochs of its paper's recipe, ``paper_epochs`` by method)
+    and the machine it ran on (LEADERBOARD.md's zoo table has the full recipes)."""
     lines = ["| model | clean accuracy, 10,000 test images | paper | goal | its last training run | its learning curve "
              "| trained on |",
              "| --- | ---: | --- | --- | --- | --- | --- |"]
@@ -183,7 +190,7 @@ def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset
         if card.dataset != dataset:
             continue
         trained_on = (card.trained_on or "not recorded").replace(", 1 threads", ", 1 thread")
-        reading = None if card.adversarial else read_curve(card)
+        reading = None if card.adversarial else read_curve(card, paper_budget(card, paper_epochs))
         curve = "-" if reading is None else f"[{reading.verdict()}]({CURVES_PAGE}#{name})"
         lines.append(f"| `{name}` | {_accuracy(card)} | {_statuses(card)} | {_last_run(card)} | {curve} | "
                      f"{trained_on} |")
@@ -192,15 +199,15 @@ def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset
 
 # -- the learning-curves page (docs/learning-curves.md) ----------------------------------------------------------
 def shipped_curves(
-    model_dir: str | os.PathLike[str] | None = None,
+    model_dir: str | os.PathLike[str] | None = None, paper_epochs: Mapping[str, int] | None = None,
 ) -> dict[str, tuple[CheckpointCard, CurveReading]]:
-    """Every shipped standard-trained checkpoint with a training history, with its reading, in the pin file's
-    order."""
+    """Every shipped standard-trained checkpoint with a training history, with its reading (against the epochs of
+    its paper's recipe, ``paper_epochs`` by method), in the pin file's order."""
     out = {}
     for name, card in shipped_cards(model_dir).items():
         if card.adversarial:  # no accuracy goal, and its history records adversarial training accuracy
             continue
-        reading = read_curve(card)
+        reading = read_curve(card, paper_budget(card, paper_epochs))
         if reading is not None:
             out[name] = (card, reading)
     return out
@@ -227,12 +234,15 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
         "epochs would reach the goal. A later run that did not beat the checkpoint on the held-out images (the card's "
         "`attempts`) is drawn dash-dotted after the shipped run; if it ran its whole schedule it settles that "
         "question for its recipe and decides the reading, and if it stopped early (before its learning rate decayed) "
-        "it does not, and the shipped run's own reading stands. The adversarially trained checkpoints have no "
-        "accuracy goal and are not shown.",
+        "it does not, and the shipped run's own reading stands. *Epochs in all* counts every run the shipped weights "
+        "descend from (a continuation starts from the version shipped before it), each up to the epoch it shipped, "
+        "beside the epochs of the model's paper recipe (`arbibench train --recipe paper`, "
+        "[paper-recipes.md](paper-recipes.md)). The adversarially trained checkpoints have no accuracy goal and are "
+        "not shown.",
         "",
-        "| model | clean accuracy (test) | goal | paper | last run | held-out: epoch 1 -> best (epoch) | train - "
-        "held-out at the end | last quarter | reading |",
-        "| --- | ---: | --- | --- | ---: | --- | ---: | ---: | --- |",
+        "| model | clean accuracy (test) | goal | paper | last run | epochs in all (paper's recipe) | held-out: "
+        "epoch 1 -> best (epoch) | train - held-out at the end | last quarter | reading |",
+        "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | --- |",
     ]
     for name, (card, r) in curves.items():
         goal = goal_status(name, card.clean_acc, adversarial=card.adversarial)
@@ -244,12 +254,15 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
             gap = f"{r.fit_gap:+.1f}"
             late = "-" if r.late_gain is None else f"{r.late_gain:+.1f} in {r.late_epochs}"
         lines.append(f"| `{name}` | {100 * card.clean_acc:.2f}% | {goal} | {paper} | {len(r.epochs)} epochs | "
-                     f"{held} | {gap} | {late} | {r.verdict()} |")
+                     f"{epochs_in_all(r)} | {held} | {gap} | {late} | {r.verdict()} |")
     if figure is not None:
         lines += ["", f"![Training and held-out accuracy per epoch of each shipped checkpoint's last run]({figure})"]
     lines += ["", "## Per model", ""]
     for name, (card, r) in curves.items():
         lines += [f"### `{name}`", "", f"Recipe: {recipe_summary(card)}.", "", r.sentence()]
+        budget = r.budget_sentence()
+        if budget is not None:
+            lines += ["", budget]
         if r.previous is not None:
             lines += ["", f"It continued a run of {len(r.previous[0])} epochs, drawn before it in the figure."]
         for a in r.attempts:
@@ -259,12 +272,21 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
     return "\n".join(lines)
 
 
+def epochs_in_all(r: CurveReading) -> str:
+    """The table's cell: the training line's epochs, and its paper recipe's in parentheses where known."""
+    if r.line is None:
+        return "-"
+    total = f"{'>= ' if not r.line.complete else ''}{r.line.total}"
+    return total + ("" if r.paper_epochs is None else f" ({r.paper_epochs})")
+
+
 def write_curves(
     out: str | os.PathLike[str], model_dir: str | os.PathLike[str] | None = None,
+    paper_epochs: Mapping[str, int] | None = None,
 ) -> dict[str, tuple[CheckpointCard, CurveReading]]:
     """``out`` (the page) and its figure beside it (``<stem>.png``), each written atomically, from the shipped cards
-    of ``model_dir``; returns the curves they show."""
-    curves = shipped_curves(model_dir)
+    of ``model_dir``; returns the curves they show (read against ``paper_epochs``, by method)."""
+    curves = shipped_curves(model_dir, paper_epochs)
     if not curves:
         raise ValueError("no shipped checkpoint card has a training history; export a run with `arbibench train "
                          "--export` first")

@@ -77,3 +77,9 @@ PAPER_RECIPES: dict[str, PaperRecipe] = {
     "dorefa": _bibench(clipped=False),
     "xnorpp": _bibench(),
 }
+
+
+def paper_epochs() -> dict[str, int]:
+    """The epochs of each method's CIFAR-10 paper recipe (``irnet``: 400), what the learning curves set a zoo model's
+    training line against."""
+    return {method: int(recipe.settings["epochs"]) for method, recipe in PAPER_RECIPES.items()}
