@@ -484,6 +484,53 @@ def test_status_counts_a_protocol_job_s_hours_from_its_stored_batches(tmp_path, 
     assert row[3] == "batches 63/103, 3 on a GPU" and row[4] == "2.00" and row[5] == "7.0"
 
 
+def test_status_shows_a_protocol_job_behind_a_retraining_as_waiting_for_it(tmp_path, monkeypatch):
+    # A full-protocol job planned after a continuation of its model will measure the weights that training ships;
+    # its store holds the rows of the weights it replaces, so their batches and hours are not this job's progress.
+    from typer.testing import CliRunner
+
+    from lab.__main__ import app
+
+    asked = _answer(monkeypatch, {"store": "full.db", "store_found": True, "models": [
+        _model("resnet20_fp", done=80, batches=80, hours_so_far=1.5, hours_left=0.0)]})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "full.db").touch()
+    train = ["arbibench", "train", "--arch", "resnet20", "--method", "bnn", "--recipe", "long", "--export"]
+    full = ["arbibench", "protocol", "run", "cifar10", "--models", "{}", "--store", "full.db"]
+    jobs = [{"name": "train bnn", "steps": [train], "budget_epochs": 40},
+            {"name": "full bnn", "steps": [[a.format("resnet20_bnn") for a in full]],
+             "snapshot": ["full.db", "copy.db"]},
+            {"name": "full fp", "steps": [[a.format("resnet20_fp") for a in full]], "snapshot": ["full.db", "copy.db"]}]
+    plan = _plan(tmp_path, jobs)
+    state = tmp_path / "state.json"
+    args = ["queue", "status", "--plan", str(plan), "--state", str(state), "--run-dir", str(tmp_path / "runner")]
+
+    def rows() -> dict[str, list[str]]:
+        out = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+        assert out.exit_code == 0, out.output
+        cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.output.splitlines() if "│" in line]
+        return {c[0]: c[1:] for c in cells if c and c[0]}
+
+    waiting = rows()
+    assert waiting["full bnn"][2] == "after the training of resnet20_bnn" and waiting["full bnn"][4] == ""
+    assert waiting["full fp"][2] == "batches 80/80"  # another model's job reads its store as before
+    assert [a for a, _ in asked] == [["cifar10", "--models", "resnet20_fp", "--store", "full.db"]]
+    state.write_text(json.dumps({"finished": {"train bnn": "2026-12-07 20:00 UTC"}}))
+    assert rows()["full bnn"][2] == "batches 80/80"  # once the training is done, its store speaks for it
+
+
+def test_a_job_names_the_models_it_trains_and_measures():
+    job = Job.from_dict({"name": "j", "steps": [
+        ["arbibench", "train", "--arch", "resnet20", "--method", "xnor", "--recipe", "long", "--export", "--compile"],
+        ["arbibench", "train", "--method", "reactnet", "--recipe", "at"],
+        ["arbibench", "train", "--models", "resnet18_fp,resnet18_bnn", "--recipe", "paper"],
+        ["arbibench", "protocol", "run", "cifar10", "--quick", "--models", "resnet20_xnor,resnet20_fp"],
+        ["arbibench", "protocol", "deploy-check", "cifar10", "--models", "resnet20_bnn"]]})
+    assert job.trains == ("resnet20_xnor", "resnet20_reactnet_at", "resnet18_fp", "resnet18_bnn")
+    assert job.measures == ("resnet20_xnor", "resnet20_fp")  # protocol runs only: their stores are what status reads
+    assert Job.from_dict({"name": "k", "steps": [["true"]]}).trains == ()
+
+
 def test_status_without_the_data_reports_instead_of_downloading(tmp_path, monkeypatch, data_dir):
     # Planning a protocol job reads the CIFAR-10 test images; a status in a shell without ARBIBENCH_DATA must say so,
     # not start a 170 MB download (nor fail with a network error): arbibench protocol progress refuses, the status

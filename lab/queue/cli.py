@@ -77,7 +77,17 @@ def status(
     from_cards = [0.0, 0.0]  # protocol jobs with nothing stored yet: projected from their models' quick cards
     # the runner takes the jobs in plan order, so the first unfinished one is the one it runs
     current = next((j.name for j in jobs if j.name not in st.finished), None) if pid else None
+    retrained: set[str] = set()  # models an unfinished training earlier in the plan will replace
     for job in jobs:
+        behind = ([m for m in job.measures if m in retrained]
+                  if job.name not in st.finished and not job.trains else [])
+        if behind:  # its stores hold the rows of the weights the training replaces, not of the ones it will measure
+            table.add_row(job.name, "waiting", f"{st.done_steps.get(job.name, 0)}/{len(job.steps)}",
+                          f"after the training of {', '.join(behind)}",
+                          f"{st.elapsed_s.get(job.name, 0.0) / 3600:.2f}", "")
+            continue
+        if job.name not in st.finished:
+            retrained.update(job.trains)
         label, progress, seconds, left, cards = _job_progress(job, st, current)
         total_left += left or 0.0
         shown = "" if left is None else f"{left:.1f}"

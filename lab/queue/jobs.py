@@ -39,6 +39,31 @@ class Job:
             found += [arg.removeprefix("--store=") for arg in step if arg.startswith("--store=")]
         return tuple(dict.fromkeys(found))
 
+    @property
+    def trains(self) -> tuple[str, ...]:
+        """The zoo models its ``arbibench train`` steps write (``--models a,b``, else ``--arch`` and ``--method``,
+        ``_at`` for ``--recipe at``), read off the plan's text."""
+        names: list[str] = []
+        for step in self.steps:
+            if list(step[:2]) != ["arbibench", "train"]:
+                continue
+            opts = dict(zip(step[2:], step[3:], strict=False))  # each option and the word after it
+            if "--models" in opts:
+                names += opts["--models"].split(",")
+            else:
+                name = f"{opts.get('--arch', 'resnet20')}_{opts.get('--method', 'fp')}"
+                names.append(name + ("_at" if opts.get("--recipe") == "at" else ""))
+        return tuple(dict.fromkeys(names))
+
+    @property
+    def measures(self) -> tuple[str, ...]:
+        """The models its ``arbibench protocol run`` steps name with ``--models``, read off the plan's text."""
+        names: list[str] = []
+        for step in self.steps:
+            if is_protocol_run(step) and "--models" in step[:-1]:
+                names += step[step.index("--models") + 1].split(",")
+        return tuple(dict.fromkeys(names))
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
         unknown = set(d) - {"name", "steps", "watch", "snapshot", "commit", "budget_epochs"}
