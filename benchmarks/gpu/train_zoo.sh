@@ -9,11 +9,16 @@ DATA="${ARBIBENCH_GPU_DATA:-$HOME/arbibench-data}"
 MODELS="${MODELS:-resnet20_bnn,resnet20_xnor,resnet20_dorefa,resnet20_xnorpp}"  # at most 8 (files back)
 MINUTES="${MINUTES:-8}"
 RUNS="${RUNS:-zoo_runs/gpu}"
+DEVICE="${DEVICE:-cuda}"  # DEVICE=cpu OUT=/tmp/out rehearses the call here (an epoch takes minutes on a CPU)
+PYTHON="${PYTHON:-python3}"  # there, the python3 that holds torch; here, a venv's (benchmarks/gpu/other_torch.sh)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 ARBIBENCH_DATA="$DATA"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv || true
-python3 -c "from arbibench.cli import app; app(prog_name='arbibench')" train --models "$MODELS" --recipe paper \
-    --device cuda --time-limit "$MINUTES" --out "$RUNS" ${EXTRA:-}
+"$PYTHON" -c "from arbibench.cli import app; app(prog_name='arbibench')" train --models "$MODELS" --recipe paper \
+    --device "$DEVICE" --time-limit "$MINUTES" --out "$RUNS" ${EXTRA:-}
 status=$?
 # what comes back: at most 8 files of 16 MiB each, so one archive per model (weights, optimiser, history, log)
-for name in ${MODELS//,/ }; do tar -czf "$OUT/$name.tar.gz" -C "$RUNS" "$name" "$name.log" 2>/dev/null; done
+for name in ${MODELS//,/ }; do
+    if [ -d "$RUNS/$name" ]; then tar -czf "$OUT/$name.tar.gz" -C "$RUNS" "$name" $(cd "$RUNS" && ls "$name.log" 2>/dev/null)
+    else echo "$name: no run folder in $RUNS, nothing to bring back"; fi
+done
 echo "train exit status: $status (3: stopped at the time limit, resumable)"
