@@ -47,6 +47,19 @@ _STYLE: dict[RcKeyType, Any] = {
 }
 
 
+def start_words(init_from: str | None) -> str:
+    """Where a run started, as the zoo's pages say it: "from scratch", "from `resnet20_fp`" (a weights file by its
+    run folder's name)."""
+    if not init_from:
+        return "from scratch"
+    return f"from `{Path(init_from).parent.name if init_from.endswith('.safetensors') else init_from}`"
+
+
+def _first_best(values: list[float] | tuple[float, ...]) -> int:
+    """The index of the first of the highest values: the epoch held-out selection ships."""
+    return max(range(len(values)), key=lambda i: (values[i], -i))
+
+
 @dataclass(frozen=True)
 class TrainingLine:
     """The training runs the shipped weights descend from, oldest first: the epochs each gave them (up to the epoch
@@ -67,10 +80,7 @@ class TrainingLine:
             text += f" in {len(self.epochs)} runs ({' + '.join(map(str, self.epochs))})"
         if not self.complete:
             return text + " (an earlier run of the line is not in the card)"
-        if self.start is None:
-            return text + " from scratch"
-        start = self.start
-        return text + f" from `{Path(start).parent.name if start.endswith('.safetensors') else start}`"
+        return f"{text} {start_words(self.start)}"
 
 
 def _shipped_epochs(recipe: dict[str, Any] | None, history: tuple[dict[str, Any], ...] | None,
@@ -80,9 +90,8 @@ def _shipped_epochs(recipe: dict[str, Any] | None, history: tuple[dict[str, Any]
     if validation and validation.get("best_epoch"):
         return int(validation["best_epoch"])
     if history:
-        vals = [h.get("val_acc") for h in history]
-        if (recipe or {}).get("val_examples") and all(v is not None for v in vals):
-            return int(history[max(range(len(vals)), key=lambda i: (vals[i], -i))]["epoch"])
+        if (recipe or {}).get("val_examples") and all(h.get("val_acc") is not None for h in history):
+            return int(history[_first_best([float(h["val_acc"]) for h in history])]["epoch"])
         return len(history)
     return int((recipe or {}).get("epochs") or 0)
 
@@ -279,7 +288,7 @@ def read_curve(card: CheckpointCard, paper_epochs: int | None = None) -> CurveRe
     epochs, train, val = _history_series(card.history)
     best = None
     if val is not None:
-        best = epochs[max(range(len(val)), key=lambda i: (val[i], -i))]  # the first epoch of the best accuracy
+        best = epochs[_first_best(val)]  # the first epoch of the best accuracy
     figure = published_figure(card.name)
     goal_met = None if figure is None or card.adversarial else card.clean_acc >= figure.goal
     previous = None

@@ -20,14 +20,15 @@ from typing import Any
 
 from arbibench.cards import PIN_FILE, CheckpointCard, shipped_sha256
 from arbibench.files import atomic_write_bytes, check_writable
-from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, CurveReading, curves_figure, read_curve
+from arbibench.models.curves import (
+    RISING_GAIN,
+    UNDERFIT_GAP,
+    CurveReading,
+    curves_figure,
+    read_curve,
+    start_words,
+)
 from arbibench.models.published import published_figure
-
-
-def _start(init_from: str | None) -> str:
-    if not init_from:
-        return "from scratch"
-    return f"from `{Path(init_from).parent.name if init_from.endswith('.safetensors') else init_from}`"
 
 
 def recipe_summary(card: CheckpointCard) -> str:
@@ -59,15 +60,15 @@ def recipe_line(r: dict[str, Any]) -> str:
         opt += f", wd {r['weight_decay']:g}"
     if r.get("adversarial"):
         text = (f"at: {epochs} epochs{split} of {r['adversarial'].upper().replace('_', '-')} training at Linf "
-                f"{round(r['adv_eps'] * 255)}/255 {_start(r.get('init_from'))}")
+                f"{round(r['adv_eps'] * 255)}/255 {start_words(r.get('init_from'))}")
         if r.get("teacher"):
             text += f", distilled from `{r['teacher']}`"
     elif r.get("teacher"):
-        text = f"kd: {epochs} epochs{split} {_start(r.get('init_from'))}, distilled from `{r['teacher']}`"
+        text = f"kd: {epochs} epochs{split} {start_words(r.get('init_from'))}, distilled from `{r['teacher']}`"
         if not step1:
             text += ", binary weights throughout"
     else:
-        text = f"{epochs} epochs {_start(r.get('init_from'))}"
+        text = f"{epochs} epochs {start_words(r.get('init_from'))}"
     return text + f", {opt}, {r['schedule']}{' per step' if step1 else ''}"
 
 
@@ -153,7 +154,7 @@ def _last_run(card: CheckpointCard) -> str:
             else "kd" if r.get("teacher") else "fine-tune" if r.get("init_from") else "standard")
     kind += f": {val['epochs_run']} of {r['epochs']} epochs" if val else f": {r['epochs']} epochs"
     took = training_time(card)
-    return f"{kind} {_start(r.get('init_from'))}" + ("" if took == "-" else f", {took}")
+    return f"{kind} {start_words(r.get('init_from'))}" + ("" if took == "-" else f", {took}")
 
 
 def training_time(card: CheckpointCard) -> str:
