@@ -134,15 +134,15 @@ def test_an_undertrained_reading_says_how_far_from_its_paper_s_budget():
                                recipe={**card.recipe, "init_from": None})
     reading = read_curve(base, paper_epochs=400)
     assert reading is not None
-    assert reading.verdict() == ("underfits and still rising at its end: undertrained (8 epochs in all, its "
-                                 "paper's recipe 400)")
-    assert reading.budget_sentence() == ("The shipped weights were trained 8 epochs from scratch; its paper's recipe "
-                                         "runs 400 (2% of it).")
+    assert reading.verdict() == ("underfits and still rising at its end: undertrained (8 epochs in all, the paper "
+                                 "recipe's 400)")
+    assert reading.budget_sentence() == ("The shipped weights were trained 8 epochs from scratch; the paper recipe "
+                                         "(`--recipe paper`) runs 400 (2% of it).")
     assert read_curve(base).verdict() == "underfits and still rising at its end: undertrained"  # type: ignore[union-attr]
     cut = dataclasses.replace(_attempt(base), recipe={**base.recipe, "epochs": 10, "init_from": base.name})
     both = read_curve(dataclasses.replace(base, attempts=(cut,)), paper_epochs=400)
     assert both is not None and both.verdict().endswith(
-        "(8 epochs in all, its paper's recipe 400; a later run stopped early, at epoch 4 of 10, below it)")
+        "(8 epochs in all, the paper recipe's 400; a later run stopped early, at epoch 4 of 10, below it)")
     flat = [0.70, 0.75, 0.78, 0.78, 0.78, 0.78, 0.779, 0.779]  # the budget is the explanation of "undertrained" only
     assert "400" not in read_curve(dataclasses.replace(base, history=_history(flat, flat)), 400).verdict()  # type: ignore[union-attr]
 
@@ -157,7 +157,7 @@ def test_the_paper_budgets_are_the_paper_recipes_epochs():
         row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
         assert f"| {reading.line.total} ({budgets[card.method]}) |" in row, name  # type: ignore[union-attr]
         section = page.split(f"### `{name}`", 1)[1].split("### ", 1)[0]
-        assert f"its paper's recipe runs {budgets[card.method]}" in section, name
+        assert f"the paper recipe (`--recipe paper`) runs {budgets[card.method]}" in section, name
     # an ImageNet card is never read against a CIFAR-10 recipe
     imagenet = dataclasses.replace(next(iter(_standard_cards().values())), dataset="imagenet")
     assert paper_budget(imagenet, budgets) is None

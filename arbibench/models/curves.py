@@ -180,7 +180,7 @@ class CurveReading:
     previous: tuple[tuple[float, ...], tuple[float, ...] | None] | None = None  # (train, val) of the run it continued
     attempts: tuple[AttemptCurve, ...] = ()  # later runs that did not replace it, oldest first
     line: TrainingLine | None = None  # every run behind the shipped weights (:func:`training_line`)
-    paper_epochs: int | None = None  # the epochs of its paper's recipe, where the caller knows them
+    paper_epochs: int | None = None  # the epochs of its paper recipe (--recipe paper), where the caller knows them
 
     @property
     def fit_gap(self) -> float | None:
@@ -236,12 +236,12 @@ class CurveReading:
         return "underfits but flat at the end: the schedule or the method's pieces", []
 
     def _budget(self) -> list[str]:
-        """["82 epochs in all, its paper's recipe 400"]: how far short of its paper's budget the weights were
-        trained; empty where either figure is unknown."""
+        """["82 epochs in all, the paper recipe's 400"]: how far short of the budget of its paper recipe
+        (``--recipe paper``) the weights were trained; empty where either figure is unknown."""
         if self.line is None or self.paper_epochs is None:
             return []
         total = f"{'at least ' if not self.line.complete else ''}{self.line.total}"
-        return [f"{total} epochs in all, its paper's recipe {self.paper_epochs}"]
+        return [f"{total} epochs in all, the paper recipe's {self.paper_epochs}"]
 
     def budget_sentence(self) -> str | None:
         """The training line in a sentence, with its paper recipe's epochs where known."""
@@ -250,7 +250,7 @@ class CurveReading:
         text = f"The shipped weights were trained {self.line.words()}"
         if self.paper_epochs is not None:
             share = self.line.total / self.paper_epochs
-            text += f"; its paper's recipe runs {self.paper_epochs} ({share:.0%} of it)"
+            text += f"; the paper recipe (`--recipe paper`) runs {self.paper_epochs} ({share:.0%} of it)"
         return text + "."
 
     def sentence(self) -> str:

@@ -182,7 +182,7 @@ CURVES_PAGE = "docs/learning-curves.md"  # ``arbibench zoo curves --out``'s defa
 def zoo_readme_markdown(model_dir: str | os.PathLike[str] | None = None, dataset: str = "cifar10",
                         paper_epochs: Mapping[str, int] | None = None) -> str:
     """README's short zoo table: each shipped model's accuracy, goal, its last training run, what its learning curve
-    says (:mod:`arbibench.models.curves`; against the epochs of its paper's recipe, ``paper_epochs`` by method)
+    says (:mod:`arbibench.models.curves`; against the epochs of its paper recipe, ``paper_epochs`` by method)
     and the machine it ran on (LEADERBOARD.md's zoo table has the full recipes)."""
     lines = ["| model | clean accuracy, 10,000 test images | paper | goal | its last training run | its learning curve "
              "| trained on |",
@@ -203,7 +203,7 @@ def shipped_curves(
     model_dir: str | os.PathLike[str] | None = None, paper_epochs: Mapping[str, int] | None = None,
 ) -> dict[str, tuple[CheckpointCard, CurveReading]]:
     """Every shipped standard-trained checkpoint with a training history, with its reading (against the epochs of
-    its paper's recipe, ``paper_epochs`` by method), in the pin file's order."""
+    its paper recipe, ``paper_epochs`` by method), in the pin file's order."""
     out = {}
     for name, card in shipped_cards(model_dir).items():
         if card.adversarial:  # no accuracy goal, and its history records adversarial training accuracy
@@ -241,7 +241,7 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
         "[paper-recipes.md](paper-recipes.md)). The adversarially trained checkpoints have no accuracy goal and are "
         "not shown.",
         "",
-        "| model | clean accuracy (test) | goal | paper | last run | epochs in all (paper's recipe) | held-out: "
+        "| model | clean accuracy (test) | goal | paper | last run | epochs in all (paper recipe) | held-out: "
         "epoch 1 -> best (epoch) | train - held-out at the end | last quarter | reading |",
         "| --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | --- |",
     ]
