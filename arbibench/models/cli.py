@@ -161,7 +161,8 @@ def zoo_curves(
                                           "package's checkpoint folder."),
 ) -> None:
     """Write the learning curve of every shipped checkpoint's last training run, from its card, and what each says:
-    underfits or not, still rising or flat, so a miss of the accuracy goal reads as the budget or the recipe."""
+    underfits or not, still rising or flat, so a miss of the accuracy goal reads as the budget or the recipe; the
+    epochs behind the shipped weights (every run they continue) stand beside those of the paper recipe."""
     check_outputs(("--out", out), ("--out", out.with_suffix(".png")))
     try:
         curves = write_curves(out, model_dir, paper_epochs())
