@@ -15,6 +15,7 @@ from arbibench.cli import app
 from arbibench.models.curves import RISING_GAIN, UNDERFIT_GAP, curves_figure, read_curve, training_line
 from arbibench.models.markdown import (
     curves_markdown,
+    curves_summary,
     paper_budget,
     shipped_cards,
     shipped_curves,
@@ -161,6 +162,30 @@ def test_the_paper_budgets_are_the_paper_recipes_epochs():
     # an ImageNet card is never read against a CIFAR-10 recipe
     imagenet = dataclasses.replace(next(iter(_standard_cards().values())), dataset="imagenet")
     assert paper_budget(imagenet, budgets) is None
+
+
+def test_the_page_sums_the_readings_up_by_case():
+    curves = shipped_curves(paper_epochs=paper_epochs())
+    summary = curves_summary(curves)
+    assert summary.startswith(f"Of the {len(curves)} checkpoints, ") and summary in curves_markdown(curves)
+    assert all(f"`{name}`" in summary for name in curves)
+    card = curves["resnet20_irnet"][0]
+    rising = [0.60, 0.65, 0.70, 0.72, 0.74, 0.75, 0.76, 0.78]
+    base = dataclasses.replace(card, history=_history(rising, rising), clean_acc=0.78, validation=None,
+                               recipe={**card.recipe, "init_from": None})
+    short = read_curve(base, paper_epochs=400)
+    climb = [0.50 + 0.01 * i for i in range(32)]
+    longer = read_curve(dataclasses.replace(base, history=_history(climb, climb)), paper_epochs=256)
+    met = read_curve(dataclasses.replace(base, clean_acc=0.86), paper_epochs=400)
+    assert short is not None and longer is not None and met is not None
+    assert [r.case() for r in (short, longer, met)] == ["undertrained", "undertrained", "met"]
+    assert curves_summary({"a": (base, met), "b": (base, short), "c": (base, longer)}) == (
+        "Of the 3 checkpoints, 1 meets its goal (`a`); 2 underfit and were still rising when their training ended "
+        "(`b`, `c`): their weights have had 8-32 epochs in all, 2%-12% of the 256-400 of their paper recipes.")
+    # without the paper recipes' epochs the group is named without a budget
+    plain = read_curve(base)
+    assert curves_summary({"b": (base, plain)}) == (  # type: ignore[dict-item]
+        "Of the one checkpoint, 1 underfits and was still rising when its training ended (`b`).")
 
 
 def _attempt(card: CheckpointCard, compared_with: str | None = None) -> TrainingAttempt:

@@ -209,31 +209,41 @@ class CurveReading:
         gain = self.late_gain
         return None if gain is None else gain >= RISING_GAIN
 
+    def case(self) -> str:
+        """Which reading applies: "no curve", "met", "not beaten" (a later whole-schedule run did not beat it),
+        "recipe" (fits its training batches), "undertrained" (underfits, still rising) or "flat" (underfits, flat)."""
+        if self.val is None:
+            return "no curve"
+        if self.goal_met:
+            return "met"
+        if any(not a.stopped_early for a in self.attempts):
+            return "not beaten"
+        if not self.underfits:
+            return "recipe"
+        return "undertrained" if self.rising else "flat"
+
     def verdict(self) -> str:
         """The reading in a few words, as README's zoo table shows it."""
-        if self.val is None:
+        case = self.case()
+        if case == "no curve":
             return "no held-out curve in its card"
-        if self.goal_met:
+        if case == "met":
             return "meets its goal"
-        completed = [a for a in self.attempts if not a.stopped_early]
-        if completed:
+        if case == "not beaten":
+            completed = [a for a in self.attempts if not a.stopped_early]
             return (f"a later {len(completed[-1].train)}-epoch run did not beat it: more epochs of that recipe "
                     "do not reach the goal")
-        own, notes = self._own_verdict()
+        if case == "recipe":
+            own, notes = (f"fits its training batches {self.fit_gap:.1f} points above held-out: the recipe, not the "
+                          "budget"), []
+        elif case == "undertrained":
+            own, notes = "underfits and still rising at its end: undertrained", self._budget()
+        else:
+            own, notes = "underfits but flat at the end: the schedule or the method's pieces", []
         if self.attempts:
             cut = self.attempts[-1]
             notes.append(f"a later run stopped early, at epoch {len(cut.train)} of {cut.scheduled}, below it")
         return own + (f" ({'; '.join(notes)})" if notes else "")
-
-    def _own_verdict(self) -> tuple[str, list[str]]:
-        """What the shipped run's curve alone says, and the notes that go with it (an undertrained model's budget
-        against its paper's)."""
-        if not self.underfits:
-            return (f"fits its training batches {self.fit_gap:.1f} points above held-out: the recipe, not the "
-                    "budget"), []
-        if self.rising:
-            return "underfits and still rising at its end: undertrained", self._budget()
-        return "underfits but flat at the end: the schedule or the method's pieces", []
 
     def _budget(self) -> list[str]:
         """["82 epochs in all, the paper recipe's 400"]: how far short of the budget of its paper recipe

@@ -217,6 +217,48 @@ def shipped_curves(
 GENERATED_BY = "arbibench zoo curves"
 
 
+# each case of :meth:`CurveReading.case` as the summary names a group of models (one model, several)
+_CASE_WORDS = {
+    "met": ("meets its goal", "meet their goals"),
+    "undertrained": ("underfits and was still rising when its training ended", "underfit and were still rising when "
+                     "their training ended"),
+    "flat": ("underfits but ended flat", "underfit but ended flat"),
+    "recipe": ("fits its training batches well above held-out", "fit their training batches well above held-out"),
+    "not beaten": ("was not beaten by a later whole-schedule run", "were not beaten by later whole-schedule runs"),
+    "no curve": ("has no held-out curve", "have no held-out curve"),
+}
+
+
+def curves_summary(curves: dict[str, tuple[CheckpointCard, CurveReading]]) -> str:
+    """The readings in one paragraph, grouped by case: how many checkpoints meet their goals, and for those that
+    read undertrained, how much of their paper recipes' epochs their weights have had."""
+    groups: dict[str, list[str]] = {}
+    for name, (_, r) in curves.items():
+        groups.setdefault(r.case(), []).append(name)
+    parts = []
+    for case, (one, several) in _CASE_WORDS.items():
+        names = groups.get(case, [])
+        if not names:
+            continue
+        text = f"{len(names)} {one if len(names) == 1 else several} ({', '.join(f'`{n}`' for n in names)})"
+        readings = [curves[n][1] for n in names]
+        if case == "undertrained" and all(r.line is not None and r.paper_epochs for r in readings):
+            totals = [r.line.total for r in readings if r.line is not None]
+            shares = [r.line.total / r.paper_epochs for r in readings if r.line is not None and r.paper_epochs]
+            budgets = [r.paper_epochs for r in readings if r.paper_epochs]
+            text += (f": their weights have had {_span(totals)} epochs in all, {_span(shares, percent=True)} of the "
+                     f"{_span(budgets)} of their paper recipes")
+        parts.append(text)
+    whole = "Of the one checkpoint" if len(curves) == 1 else f"Of the {len(curves)} checkpoints"
+    return f"{whole}, " + "; ".join(parts) + "."
+
+
+def _span(values: list[int] | list[float], *, percent: bool = False) -> str:
+    """"42-82" (or "11%-25%"); one figure where they are all the same."""
+    shown = [f"{v:.0%}" if percent else f"{v:g}" for v in (min(values), max(values))]
+    return shown[0] if shown[0] == shown[1] else f"{shown[0]}-{shown[1]}"
+
+
 def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, figure: str | None = None) -> str:
     """``docs/learning-curves.md`` from :func:`shipped_curves`: per model, its goal and paper, the numbers of its
     curve and the reading; ``figure`` (a path relative to the page) is linked under the table."""
@@ -240,6 +282,8 @@ def curves_markdown(curves: dict[str, tuple[CheckpointCard, CurveReading]], *, f
         "beside the epochs of the model's paper recipe (`arbibench train --recipe paper`, "
         "[paper-recipes.md](paper-recipes.md)). The adversarially trained checkpoints have no accuracy goal and are "
         "not shown.",
+        "",
+        curves_summary(curves),
         "",
         "| model | clean accuracy (test) | goal | paper | last run | epochs in all (paper recipe) | held-out: "
         "epoch 1 -> best (epoch) | train - held-out at the end | last quarter | reading |",
