@@ -105,6 +105,9 @@ def test_init_from_an_exported_but_unregistered_checkpoint(tmp_path, monkeypatch
         checkpoints_module.init_checkpoint("resnet20_new")
     with pytest.raises(FileNotFoundError, match="neither a zoo model name nor an existing checkpoint file"):
         checkpoints_module.init_checkpoint("resnet20_never_exported")
+    with pytest.raises(FileNotFoundError, match=r"'resnet18_fp_at' is not in the zoo yet: .* --arch resnet18 "
+                                                r"--method fp --recipe at --export"):
+        checkpoints_module.init_checkpoint("resnet18_fp_at")
 
 
 def test_init_from_a_zoo_model_reexported_before_its_new_sha256_is_pinned(tmp_path, monkeypatch):

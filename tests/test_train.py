@@ -174,6 +174,9 @@ def test_onecycle_schedule_shape():
         (["--lr", "nan"], "--lr (the peak learning rate) must be a positive number, got nan"),
         (["--val-examples", "50000"], "--val-examples 50000 leaves no training images"),
         (["--init-from", "nosuch"], "'nosuch' is neither a zoo model name nor an existing checkpoint file"),
+        # a second backbone's BNN before its FP twin: the error names the run that makes the twin
+        (["--init-from", "resnet18_fp"], "'resnet18_fp' is not in the zoo yet: train and export it first (arbibench "
+                                         "train --arch resnet18 --method fp --recipe paper --export)"),
     ],
 )
 def test_cli_refuses_an_option_before_any_run_folder(tmp_path, data_dir, monkeypatch, options, says):

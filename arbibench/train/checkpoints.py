@@ -16,6 +16,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from arbibench.faults import fault_point
+from arbibench.models.architectures import ARCHITECTURES
+from arbibench.models.methods import METHODS
 from arbibench.models.zoo import CHECKPOINT_DIR, ZOO, ChecksumError, sha256_file, verified_checkpoint
 
 
@@ -62,8 +64,25 @@ def init_checkpoint(spec: str) -> Path:
             raise ChecksumError(f"{exported} does not match the sha256 in {card}; export it again")
         return exported
     if not Path(spec).is_file():
+        unshipped = _zoo_name_parts(spec)
+        if unshipped is not None:  # a model of a known backbone and method that no one has exported here yet
+            arch, method = unshipped
+            recipe = "at" if method.endswith("_at") else "paper"
+            raise FileNotFoundError(
+                f"{spec!r} is not in the zoo yet: train and export it first (arbibench train --arch {arch} --method "
+                f"{method.removesuffix('_at')} --recipe {recipe} --export), or pass a checkpoint file")
         raise FileNotFoundError(f"{spec!r} is neither a zoo model name nor an existing checkpoint file")
     return Path(spec)
+
+
+def _zoo_name_parts(name: str) -> tuple[str, str] | None:
+    """(backbone, method) of a name of the zoo's form ``<arch>_<method>[_at]``, the longest backbone first
+    (``resnet18_imagenet_bnn``); None for anything else."""
+    for arch in sorted(ARCHITECTURES, key=len, reverse=True):
+        method = name.removeprefix(f"{arch}_")
+        if method != name and method.removesuffix("_at") in METHODS:
+            return arch, method
+    return None
 
 
 def load_matching(model: nn.Module, tensors: dict[str, torch.Tensor]) -> int:
