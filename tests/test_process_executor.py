@@ -102,3 +102,26 @@ def test_cli_eval_on_processes(tmp_path: Path, data_dir: Path) -> None:
                                    "--workers", "2", "--worker-threads", "1"])  # fmt: skip
     assert run.exit_code == 0, run.output
     assert store_rows(tmp_path / "p.db") == store_rows(tmp_path / "l.db")
+
+
+def test_the_eps_star_search_on_processes_equals_local(tmp_path: Path, data_dir: Path) -> None:
+    """The queue runs full protocols on two worker processes of one thread (a query attack keeps one core busy):
+    the eps* search, which attacks what each radius leaves through the same executor, must find what a local run
+    finds, row for row."""
+    from dataclasses import replace
+
+    protocol = replace(PROTOCOL, name="processes-eps-star", attacks=PROTOCOL.attacks[:1], n_white_box=25,
+                       n_black_box=20, batch_size=10, n_sweep=10, eps_star_attacks=("pgd",), eps_star_rounds=1,
+                       eps_star_draws=2)
+    with ResultStore(tmp_path / "l.db") as store:
+        local = run_protocol(protocol, ["resnet20_bnn"], store, data_dir=data_dir, progress=False)
+    backend = ProcessExecutor(workers=2, worker_threads=1)
+    try:
+        with ResultStore(tmp_path / "p.db") as store:
+            processes = run_protocol(protocol, ["resnet20_bnn"], store, data_dir=data_dir, progress=False,
+                                     backend=backend)
+    finally:
+        backend.close()
+    assert local[0].eps_star is not None and local[0].eps_star["n_examples"] == 20
+    assert processes[0].eps_star == local[0].eps_star
+    assert backend.committed > 0 and store_rows(tmp_path / "p.db") == store_rows(tmp_path / "l.db")
