@@ -18,7 +18,8 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv || true
 status=$?
 # what comes back: at most 8 files of 16 MiB each, so one archive per model (weights, optimiser, history, log)
 for name in ${MODELS//,/ }; do
-    if [ -d "$RUNS/$name" ]; then tar -czf "$OUT/$name.tar.gz" -C "$RUNS" "$name" $(cd "$RUNS" && ls "$name.log" 2>/dev/null)
-    else echo "$name: no run folder in $RUNS, nothing to bring back"; fi
+    if [ ! -d "$RUNS/$name" ]; then echo "$name: no run folder in $RUNS, nothing to bring back"; continue; fi
+    log=(); [ -f "$RUNS/$name.log" ] && log=("$name.log")
+    tar -czf "$OUT/$name.tar.gz" -C "$RUNS" "$name" "${log[@]}"
 done
 echo "train exit status: $status (3: stopped at the time limit, resumable)"
