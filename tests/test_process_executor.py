@@ -125,3 +125,34 @@ def test_the_eps_star_search_on_processes_equals_local(tmp_path: Path, data_dir:
     assert local[0].eps_star is not None and local[0].eps_star["n_examples"] == 20
     assert processes[0].eps_star == local[0].eps_star
     assert backend.committed > 0 and store_rows(tmp_path / "p.db") == store_rows(tmp_path / "l.db")
+
+
+# evaluated in a worker: how many models it holds a deployed network of
+DEPLOYED_CACHE_SIZE = "len(__import__('arbibench.deploy.cache').deploy.cache._CACHE)"
+
+
+def test_deployed_inference_on_processes_equals_local(tmp_path: Path, data_dir: Path) -> None:
+    """``--inference deployed`` on worker processes: each worker builds its own bit-packed network from the batch's
+    model name, and its answers are the local run's, row for row (and the rows say they are the deployed network's)."""
+    from dataclasses import replace
+
+    protocol = replace(PROTOCOL, name="processes-deployed", attacks=(PROTOCOL.attacks[0], PROTOCOL.attacks[2]),
+                       n_white_box=50, n_black_box=25, n_sweep=0, sweep_eps=())
+    with ResultStore(tmp_path / "l.db") as store:
+        run_protocol(protocol, ["resnet20_bnn"], store, data_dir=data_dir, progress=False, inference="deployed")
+    backend = ProcessExecutor(workers=2, worker_threads=1)
+    try:
+        with ResultStore(tmp_path / "p.db") as store:
+            run_protocol(protocol, ["resnet20_bnn"], store, data_dir=data_dir, progress=False, backend=backend,
+                         inference="deployed")
+        # the workers answered with deployed networks of their own (a simulation run leaves their caches empty);
+        # the rows alone cannot tell, as the deployed network agrees with the simulation on these images
+        assert backend.pool is not None
+        built = {backend.pool.submit(eval, DEPLOYED_CACHE_SIZE).result() for _ in range(2 * backend.workers)}
+        assert max(built) >= 1, built
+    finally:
+        backend.close()
+    rows = store_rows(tmp_path / "p.db")
+    assert backend.committed == len(rows["batches"]) > 0
+    assert rows == store_rows(tmp_path / "l.db")
+    assert rows["evaluations"] and all('"inference": "deployed"' in r[4] for r in rows["evaluations"])
