@@ -185,3 +185,31 @@ def test_findings_documents_match_rows_across_reports() -> None:
     keys = {f.key() for f in doc.findings}
     assert all(r.key() in keys for r in doc.per_column)  # every per-column row belongs to a setting's row
     assert all(len(r.key(per_column=True)) == 4 for r in doc.per_column)
+
+
+def _page_checkpoints(page: str) -> dict[str, str]:
+    """The findings page's "Models" table: model name -> the checkpoint sha256 prefix it shows."""
+    rows = {}
+    for line in page.split("## Models", 1)[1].split("\n## ", 1)[0].splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) > 2 and cells[0].startswith("resnet") and len(cells[1]) == 12:
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def test_the_findings_page_measures_each_model_at_the_weights_its_full_card_measured():
+    """Once a model's full-protocol card measures its shipped weights, the findings page must too: the page is what a
+    reader quotes, and it once showed two retrained BNNs at their replaced weights for a day. (Between a retraining
+    and its full run the model's card is a quick one, and the page may still show the weights it replaced.)"""
+    shown = _page_checkpoints((ROOT / "docs" / "findings-cifar10.md").read_text())
+    assert len(shown) >= 8, shown  # the table was read
+    pins = shipped_sha256()
+    stale = []
+    for model, prefix in shown.items():
+        card = MODEL_INFO / "cifar10" / "Linf" / f"{model}.json"
+        data = json.loads(card.read_text()) if card.is_file() else {}
+        if data.get("quick") is False and data.get("checkpoint_sha256") == pins.get(model):
+            if not pins[model].startswith(prefix):
+                stale.append(f"{model}: the page shows {prefix}, its full card {pins[model][:12]}")
+    assert stale == [], ("regenerate the page (the findings step of the queue's full-protocol jobs): "
+                         + "; ".join(stale))
