@@ -197,7 +197,7 @@ def _page_checkpoints(page: str) -> dict[str, str]:
     return rows
 
 
-def test_the_findings_page_measures_each_model_at_the_weights_its_full_card_measured():
+def test_the_findings_page_measures_each_model_at_the_weights_its_full_card_measured() -> None:
     """Once a model's full-protocol card measures its shipped weights, the findings page must too: the page is what a
     reader quotes, and it once showed two retrained BNNs at their replaced weights for a day. (Between a retraining
     and its full run the model's card is a quick one, and the page may still show the weights it replaced.)"""
