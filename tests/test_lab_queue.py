@@ -515,13 +515,6 @@ def test_status_shows_a_protocol_job_behind_a_retraining_as_waiting_for_it(tmp_p
     assert waiting["full bnn"][2] == "after the training of resnet20_bnn" and waiting["full bnn"][4] == ""
     assert waiting["full fp"][2] == "batches 80/80"  # another model's job reads its store as before
     assert [a for a, _ in asked] == [["cifar10", "--models", "resnet20_fp", "--store", "full.db"]]
-    # the full card of the weights the training replaces says about what the run on the new ones will take
-    card = tmp_path / "model_info" / "cifar10" / "Linf" / "resnet20_bnn.json"
-    card.parent.mkdir(parents=True)
-    card.write_text(json.dumps({"quick": True, "seconds": 600.0}))
-    assert rows()["full bnn"][4] == ""  # a quick card's seconds are not a full run's
-    card.write_text(json.dumps({"quick": False, "seconds": 5400.0}))
-    assert rows()["full bnn"][4] == "1.5 (the replaced weights' card)"
     state.write_text(json.dumps({"finished": {"train bnn": "2026-12-07 20:00 UTC"}}))
     assert rows()["full bnn"][2] == "batches 80/80"  # once the training is done, its store speaks for it
 
@@ -650,33 +643,3 @@ def test_a_resumable_benchmark_s_run_folder_counts_its_own_steps(tmp_path: Path)
     assert epoch_note(state) == ", after component 2 of 8"
     state.write_text(json.dumps({"epoch": 3, "recipe": {"epochs": 40}, "history": [{"epoch": 3, "val_acc": 0.8}]}))
     assert epoch_note(state) == ", after epoch 3 of 40, validation accuracy 80.00%"
-
-
-def test_a_waiting_training_is_projected_from_its_shipped_run_s_epochs_alike_in_compilation(tmp_path, monkeypatch):
-    # A continuation costs about what the run behind the shipped checkpoint cost an epoch, if compiled alike: on the
-    # CPU torch.compile changes a BNN's epoch by 0.9x-1.9x, so the other kind's epochs say nothing.
-    import shutil
-
-    from arbibench.models import zoo
-    from lab.queue.cli import _shipped_epoch_seconds
-
-    shipped = json.loads((Path(zoo.CHECKPOINT_DIR) / "resnet20_xnor.json").read_text())
-    shipped["epoch_seconds"] = [{"epoch": 1, "seconds": 100.0, "compiled": True},
-                                {"epoch": 2, "seconds": 200.0, "compiled": False},
-                                {"epoch": 3, "seconds": 300.0, "compiled": False},
-                                {"epoch": 4, "seconds": 900.0}]  # an older record: not compiled
-    (tmp_path / "resnet20_xnor.json").write_text(json.dumps(shipped))
-    shutil.copy(Path(zoo.CHECKPOINT_DIR) / "resnet20_xnor.safetensors", tmp_path)
-    monkeypatch.setattr(zoo, "CHECKPOINT_DIR", tmp_path)
-    train = ["arbibench", "train", "--arch", "resnet20", "--method", "xnor", "--recipe", "long", "--export"]
-    eager = Job.from_dict({"name": "e", "steps": [train], "budget_epochs": 40})
-    compiled = Job.from_dict({"name": "c", "steps": [[*train, "--compile"]], "budget_epochs": 40})
-    assert _shipped_epoch_seconds(eager) == 300.0  # the median of 200, 300 and 900
-    assert _shipped_epoch_seconds(compiled) == 100.0
-    shipped["epoch_seconds"] = shipped["epoch_seconds"][1:]
-    (tmp_path / "resnet20_xnor.json").write_text(json.dumps(shipped))
-    assert _shipped_epoch_seconds(compiled) is None  # no compiled epoch: unknown, not the eager figure
-    other = Job.from_dict({"name": "o", "steps": [["arbibench", "zoo", "list"]]})
-    assert _shipped_epoch_seconds(other) is None
-    new = Job.from_dict({"name": "n", "steps": [["arbibench", "train", "--arch", "resnet18", "--method", "bnn"]]})
-    assert _shipped_epoch_seconds(new) is None  # a model not shipped yet has no card

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +82,9 @@ def status(
         behind = ([m for m in job.measures if m in retrained]
                   if job.name not in st.finished and not job.trains else [])
         if behind:  # its stores hold the rows of the weights the training replaces, not of the ones it will measure
-            before = _replaced_run_hours(job)
-            total_left += before or 0.0
             table.add_row(job.name, "waiting", f"{st.done_steps.get(job.name, 0)}/{len(job.steps)}",
                           f"after the training of {', '.join(behind)}",
-                          f"{st.elapsed_s.get(job.name, 0.0) / 3600:.2f}",
-                          "" if before is None else f"{before:.1f} (the replaced weights' card)")
+                          f"{st.elapsed_s.get(job.name, 0.0) / 3600:.2f}", "")
             continue
         if job.name not in st.finished:
             retrained.update(job.trains)
@@ -135,10 +131,6 @@ def _job_progress(job: Job, st: QueueState, current: str | None
             left = per_epoch * max(budget - done, 0) / 3600
     elif job.budget_epochs and job.name not in st.finished:  # a finished job's run folder may be gone: no figure
         progress = f"epoch 0 of {job.budget_epochs}"
-        per_epoch = _shipped_epoch_seconds(job)
-        if per_epoch is not None:
-            left = per_epoch * job.budget_epochs / 3600
-            progress += " (hours at its shipped run's seconds per epoch)"
     if job.name in st.finished:
         return f"finished {st.finished[job.name]}", progress, seconds, 0.0, None
     if job.name == current:
@@ -150,44 +142,6 @@ def _job_progress(job: Job, st: QueueState, current: str | None
     else:
         label = "waiting"
     return label, progress, seconds, left, cards
-
-
-def _replaced_run_hours(job: Job) -> float | None:
-    """The hours (batch seconds) that the full cards of the weights a waiting retraining replaces record for
-    ``job``'s protocol runs: about what the same runs on the new weights will take. None where a run is quick or a
-    model's card in the run's ``--model-info`` is not a full card of that protocol."""
-    from arbibench.operations.projection import quick_card_path  # start-up: the presets load torch
-
-    seconds = 0.0
-    for step in protocol_runs(job):
-        if "--quick" in step or "--models" not in step[:-1]:
-            return None
-        info = step[step.index("--model-info") + 1] if "--model-info" in step[:-1] else "model_info"
-        for model in step[step.index("--models") + 1].split(","):
-            path = quick_card_path(info, model, step[3])
-            card = json.loads(path.read_text()) if path.is_file() else None
-            if not isinstance(card, dict) or card.get("quick") or not isinstance(card.get("seconds"), int | float):
-                return None
-            seconds += float(card["seconds"])
-    return seconds / 3600 if seconds else None
-
-
-def _shipped_epoch_seconds(job: Job) -> float | None:
-    """The median seconds per epoch of the run behind the shipped checkpoint of the model a waiting training job
-    retrains, counting only the epochs compiled as the job compiles (``--compile``: it changes an epoch's cost); None
-    for a job that trains no zoo model with a card, or a card without such epochs."""
-    from arbibench.models.zoo import load_card  # start-up: the zoo loads torch
-
-    if not job.trains:
-        return None
-    try:
-        card = load_card(job.trains[0])
-    except USER_ERRORS:
-        return None
-    epochs = [e for e in card.epoch_seconds or () if "seconds" in e]
-    compiled = any("--compile" in step for step in job.steps)
-    alike = [e for e in epochs if bool(e.get("compiled")) == compiled]
-    return statistics.median(float(e["seconds"]) for e in alike) if alike else None
 
 
 def _run_state(job: Job) -> dict[str, Any] | None:
