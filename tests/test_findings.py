@@ -448,6 +448,7 @@ def test_the_readme_paragraph_links_the_page_and_says_which_claims_hold(twin_run
     board = ["leaderboard", "markdown", "--model-info", str(model_info), "--out", str(tmp_path / "LEADERBOARD.md")]
     res = CliRunner().invoke(cli.app, [*board, "--readme", str(readme), "--findings", str(document)])
     assert res.exit_code == 0, res.output
+    assert "replaced weights" not in res.output  # the report measured the checkpoints shipped now
     text = readme.read_text()
     assert text.startswith("# top\n\n") and f"{FINDINGS_BEGIN}\n**[Findings, protocol " in text
     assert text.endswith(f"\n{FINDINGS_END}\n\nthe rest\n")
@@ -472,6 +473,36 @@ def test_the_readme_paragraph_links_the_page_and_says_which_claims_hold(twin_run
     assert res.exit_code == 2 and "pass --readme too" in res.output
 
 
+
+def test_a_findings_document_of_replaced_weights_is_named_when_readme_links_it(tmp_path):
+    """README's paragraph speaks for the checkpoints the page measured: `leaderboard markdown --findings` still writes
+    it, and names each model the page measured at weights the zoo has replaced since."""
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    import arbibench.cli as cli
+    from arbibench.cards import shipped_sha256
+    from arbibench.leaderboard.findings import FINDINGS_BEGIN, FINDINGS_END
+    from arbibench.leaderboard.markdown import README_BEGIN, README_END
+
+    root = Path(__file__).resolve().parents[1]
+    measured = json.loads((root / "docs" / "measurements" / "findings_full_v4.json").read_text())
+    bnn = next(m for m in measured["models"] if m["model"] == "resnet20_bnn")
+    bnn["checkpoint_sha256"] = "0" * 64
+    measured["page"] = str(root / measured["page"])
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(measured))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# top\n\n{README_BEGIN}\n{README_END}\n\n{FINDINGS_BEGIN}\nnot yet\n{FINDINGS_END}\n")
+    res = CliRunner().invoke(cli.app, ["leaderboard", "markdown", "--model-info", str(root / "model_info"), "--out",
+                                       str(tmp_path / "LEADERBOARD.md"), "--readme", str(readme), "--findings",
+                                       str(stale)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "not yet" not in readme.read_text()  # the paragraph is written all the same
+    shipped = shipped_sha256()["resnet20_bnn"][:12]
+    assert f"the findings page measured replaced weights: resnet20_bnn at 000000000000, shipped {shipped}" in res.output
 
 def test_the_report_reads_grid_cards_into_its_document_and_page(twin_run, tiny_protocol, tmp_path, monkeypatch,
                                                                 data_dir):

@@ -13,6 +13,7 @@ import re
 from datetime import date as date_cls
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -20,7 +21,12 @@ from arbibench.cards import shipped_sha256
 from arbibench.evaluation.cli import check_outputs
 from arbibench.files import atomic_write_text
 from arbibench.leaderboard.cards import CardError, LeaderboardError, load_cards
-from arbibench.leaderboard.findings import FINDINGS_BEGIN, FINDINGS_END, findings_readme_markdown
+from arbibench.leaderboard.findings import (
+    FINDINGS_BEGIN,
+    FINDINGS_END,
+    findings_readme_markdown,
+    replaced_weights,
+)
 from arbibench.leaderboard.markdown import (
     DEPLOY_BEGIN,
     DEPLOY_END,
@@ -140,7 +146,9 @@ def markdown(
                                     load_corruption_cards(model_info), load_deploy_cards(model_info),
                                     load_grid_cards(model_info), model_info.resolve().name)
         readme_text = None
-        paragraph = None if findings is None else _findings_paragraph(findings, readme)
+        document = None if findings is None else _findings_document(findings, readme)
+        paragraph = (None if document is None or readme is None
+                     else findings_readme_markdown(document, link=_page_link(document, readme)))
         if readme is not None:
             readme_text = with_block(with_top_rows(readme.read_text(encoding="utf-8"), boards), ZOO_BEGIN, ZOO_END,
                                      zoo_readme_markdown(paper_epochs=paper_epochs()))
@@ -156,10 +164,19 @@ def markdown(
     console.print(f"wrote {out}: {len(boards)} leaderboard(s) and the zoo table"
                   + ("" if readme is None else f"; the top rows in {readme}")
                   + ("" if findings is None else f", with the findings paragraph of {findings}"), highlight=False)
+    for line in [] if document is None else replaced_weights(document, shipped_sha256()):
+        console.print(f"[yellow]the findings page measured replaced weights[/]: {line}; regenerate it (`arbibench "
+                      "protocol report ... --stored-only --markdown PAGE --json FILE`) once their full run is stored",
+                      highlight=False)
 
 
-def _findings_paragraph(path: Path, readme: Path | None) -> str:
-    """README's paragraph on the findings page of the document at ``path``, linked relative to the README."""
+def _page_link(document: dict[str, Any], readme: Path) -> str:
+    """The findings page of ``document``, relative to the README that links it."""
+    return Path(os.path.relpath(Path(document["page"]).resolve(), readme.resolve().parent)).as_posix()
+
+
+def _findings_document(path: Path, readme: Path | None) -> dict[str, Any]:
+    """The findings document (``protocol report --json``) at ``path``, checked to be one that names its page."""
     if readme is None:
         raise ValueError(f"--findings {path} writes a paragraph into a README: pass --readme too (e.g. --readme "
                          "README.md)")
@@ -171,8 +188,7 @@ def _findings_paragraph(path: Path, readme: Path | None) -> str:
     if not isinstance(document, dict) or not document.get("page") or "claims" not in document:
         raise ValueError(f"--findings {path}: not the --json of `arbibench protocol report --markdown PAGE` (it "
                          "names no page); write it again with both --markdown and --json")
-    link = Path(os.path.relpath(Path(document["page"]).resolve(), readme.resolve().parent)).as_posix()
-    return findings_readme_markdown(document, link=link)
+    return document
 
 
 def _with_findings(readme: str, paragraph: str) -> str:

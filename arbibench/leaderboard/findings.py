@@ -491,3 +491,15 @@ def _trained_pair_sentence(findings: Sequence[Row], per_column: Sequence[Row], s
     if not pairs:
         return ""
     return "Adversarially trained pairs, outside the paper's claims: " + "; ".join(pairs) + "."
+
+
+def replaced_weights(document: dict[str, Any], shipped: dict[str, str]) -> list[str]:
+    """One line per model of a findings document (``protocol report --json``) measured at weights other than the
+    ones shipped now: its paragraph in README would speak for checkpoints a reader can no longer download."""
+    lines = []
+    for row in document.get("models", []):
+        now = shipped.get(str(row.get("model")))
+        measured = str(row.get("checkpoint_sha256") or "")
+        if now is not None and measured != now:
+            lines.append(f"{row['model']} at {measured[:12] or 'unknown weights'}, shipped {now[:12]}")
+    return lines
